@@ -1,0 +1,51 @@
+# hermeskilld — build, test, demo, bench, lint. See README.md.
+GO      ?= go
+PYTHON  ?= python3
+BIN     := bin/hermeskilld
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X main.version=$(VERSION)
+DEMO    := $(or $(TMPDIR),/tmp)/hermeskilld-demo
+
+.PHONY: build test test-go test-python demo bench lint install clean
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermeskilld
+
+# The whole suite: Go (race detector on; real processes, sockets, cgroups
+# and Python agents end to end) and the Python client's own tests.
+test: test-go test-python
+
+test-go:
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+test-python:
+	$(PYTHON) -m unittest discover -s clients/python -p 'test_*.py'
+
+# A wedged Python agent (spinning in `while True: pass`, ignoring SIGINT and
+# SIGTERM) killed through the whole ladder; its death certificate printed.
+demo: build
+	@rm -rf $(DEMO) && mkdir -p $(DEMO)
+	@echo '$$ hermeskilld supervise --heartbeat-timeout 1s --coop-grace 300ms --term-grace 300ms -- python3 examples/agents/wedged_agent.py'
+	@$(BIN) supervise --heartbeat-timeout 1s --coop-grace 300ms --term-grace 300ms \
+		--certs-dir $(DEMO)/certs -- $(PYTHON) examples/agents/wedged_agent.py; \
+		echo "(exit status $$?)"
+	@echo; echo '$$ hermeskilld certs show --json' $(DEMO)/certs/*.json
+	@$(BIN) certs show --json $(DEMO)/certs/*.json
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+	./scripts/bench-supervise.sh
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)/usr/local/bin/hermeskilld
+	install -D -m 0644 systemd/hermeskilld.service $(DESTDIR)/etc/systemd/system/hermeskilld.service
+	install -d -m 0755 $(DESTDIR)/etc/hermeskill/agents.d
+	test -e $(DESTDIR)/etc/hermeskill/hermeskilld.yaml || \
+		install -m 0644 examples/config/hermeskilld.yaml $(DESTDIR)/etc/hermeskill/hermeskilld.yaml
+
+clean:
+	rm -rf bin
