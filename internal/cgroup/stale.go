@@ -1,0 +1,110 @@
+package cgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// staleWait bounds the wait for a stale group to empty after Kill.
+const staleWait = 5 * time.Second
+
+// CleanupStale removes the agent cgroups under the base whose owner (the
+// pid in their name) is not a live hermeskilld: what still runs in them
+// is killed (Kill), waited for (bounded), and the cgroup removed. It
+// returns the directories removed; failures on some groups are joined in
+// the error while the others are still cleaned. Directories whose name is
+// not "<id>.<pid>.<n>" are not ours and are left alone, as is
+// base/supervisor.
+//
+// A pid reused by another hermeskilld makes its predecessor's groups
+// look owned: they are kept until that process exits.
+func (m *Manager) CleanupStale() ([]string, error) {
+	entries, err := os.ReadDir(m.base)
+	if err != nil {
+		return nil, fmt.Errorf("clean up stale cgroups: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		owner, ok := parseGroupName(e.Name())
+		if !ok || m.ownerAlive(owner) {
+			continue
+		}
+		dir := filepath.Join(m.base, e.Name())
+		if err := m.reap(dir); err != nil {
+			errs = append(errs, fmt.Errorf("stale cgroup %s: %w", dir, err))
+			continue
+		}
+		removed = append(removed, dir)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// reap kills, waits for and removes one stale group.
+func (m *Manager) reap(dir string) error {
+	g, err := m.open(dir)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	if err := g.Kill(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), staleWait)
+	defer cancel()
+	if err := g.WaitEmpty(ctx); err != nil {
+		return err
+	}
+	return g.Remove()
+}
+
+// ownerAlive reports whether pid is a live hermeskilld (or one of
+// Options.OwnerComm): proc(5) /proc/PID/comm, or the base name of
+// /proc/PID/exe for a binary renamed on disk. This process always is.
+// A zombie is not alive: it runs nothing and will not clean up.
+func (m *Manager) ownerAlive(pid int) bool {
+	if pid == m.pid {
+		return true
+	}
+	dir := filepath.Join(m.procRoot, strconv.Itoa(pid))
+	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if err != nil {
+		return false
+	}
+	if state, err := parseStatState(stat); err != nil || state == 'Z' || state == 'X' {
+		return false
+	}
+	if comm, err := os.ReadFile(filepath.Join(dir, "comm")); err == nil {
+		if m.isOwner(strings.TrimSuffix(string(comm), "\n"), true) {
+			return true
+		}
+	}
+	if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil {
+		// An upgraded binary reads "/usr/bin/hermeskilld (deleted)".
+		if m.isOwner(filepath.Base(strings.TrimSuffix(exe, " (deleted)")), false) {
+			return true
+		}
+	}
+	return false
+}
+
+// commLen is TASK_COMM_LEN-1: comm is truncated to 15 bytes (proc(5)).
+const commLen = 15
+
+func (m *Manager) isOwner(name string, comm bool) bool {
+	for _, o := range m.owners {
+		if name == o || (comm && len(name) == commLen && strings.HasPrefix(o, name)) {
+			return true
+		}
+	}
+	return false
+}
