@@ -1,0 +1,382 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// maxFileSize bounds a configuration file; real ones are a few KiB.
+const maxFileSize = 1 << 20
+
+// decoder walks a yaml.Node tree against the schema. It never stops at the
+// first error: every problem is collected with the line of its node, and the
+// line of every key seen is recorded for errors found later (cross-field
+// checks run on the merged, typed configuration).
+type decoder struct {
+	file    string
+	errs    []*Error
+	dropped int            // errors beyond maxErrors, counted only
+	lines   map[string]int // dotted key path ("checks.memory.kill") -> line of the key
+}
+
+func newDecoder(file string) *decoder {
+	return &decoder{file: file, lines: map[string]int{}}
+}
+
+// full says that maxErrors were recorded: later errors are only counted,
+// which also bounds the work a hostile file can cause.
+func (d *decoder) full() bool {
+	if len(d.errs) < maxErrors {
+		return false
+	}
+	d.dropped++
+	return true
+}
+
+// errorf records an error at node n (nil: no line) for the key path.
+func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	if d.full() {
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	if path != "" {
+		msg = path + ": " + msg
+	}
+	e := &Error{File: d.file, Msg: msg}
+	if n != nil {
+		e.Line, e.Column = n.Line, n.Column
+	}
+	d.errs = append(d.errs, e)
+}
+
+// lineOf is the line of the key at path, or of its nearest parent that
+// appears in the file, or 0.
+func (d *decoder) lineOf(path string) int {
+	for path != "" {
+		if l, ok := d.lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return 0
+}
+
+// report records problems found on the typed configuration, locating each at
+// the line of its key. prefix is prepended to key paths ("defaults.").
+func (d *decoder) report(probs []problem, prefix string) {
+	for _, p := range probs {
+		if d.full() {
+			continue
+		}
+		at := p.at
+		if at == "" {
+			at = p.key
+		}
+		d.errs = append(d.errs, &Error{File: d.file, Line: d.lineOf(prefix + at), Msg: prefix + p.key + ": " + p.msg})
+	}
+}
+
+// err returns the collected errors sorted by line (stable, so errors on one
+// line keep the order they were found in).
+func (d *decoder) err() error {
+	sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
+	if d.dropped > 0 {
+		d.errs = append(d.errs, &Error{File: d.file, Msg: fmt.Sprintf("%d more errors not shown", d.dropped)})
+	}
+	return joinErrors(d.errs)
+}
+
+var (
+	yamlLineErr   = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+	yamlAnchorErr = regexp.MustCompile(`^yaml: unknown anchor '(.*)' referenced$`)
+)
+
+// yamlParserProblems are the messages of yaml's parser (not its scanner).
+// yaml reports their line 0-based (its scanner errors are 1-based), see
+// parser.fail in go.yaml.in/yaml/v3 decode.go; the line is corrected here.
+var yamlParserProblems = map[string]bool{
+	"did not find expected <stream-start>":   true,
+	"did not find expected <document start>": true,
+	"found undefined tag handle":             true,
+	"did not find expected node content":     true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected key":              true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found duplicate %TAG directive":         true,
+}
+
+// document parses data as exactly one YAML document and returns its root
+// node, nil for an empty document (no content, or only comments, or a null).
+// Syntax errors are recorded with yaml's own line.
+func (d *decoder) document(data []byte) (*yaml.Node, bool) {
+	if len(data) > maxFileSize {
+		d.errorf(nil, "", "file is larger than %s", FormatSize(maxFileSize))
+		return nil, false
+	}
+	if !utf8.Valid(data) {
+		d.errorf(nil, "", "file is not valid UTF-8")
+		return nil, false
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, true
+		}
+		d.syntaxError(data, err)
+		return nil, false
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		d.syntaxError(data, err)
+		return nil, false
+	default:
+		d.errorf(&next, "", "more than one YAML document (---); put one configuration in a file")
+		return nil, false
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, true
+	}
+	root := deref(doc.Content[0])
+	if isNull(root) {
+		return nil, true
+	}
+	return root, true
+}
+
+// syntaxError records a yaml parse error at its line. yaml omits the line
+// when it is the first one (0 in its 0-based marks), and counts parser
+// errors from 0: both are corrected. An unknown alias is located by search.
+func (d *decoder) syntaxError(data []byte, err error) {
+	msg := err.Error()
+	e := &Error{File: d.file, Line: 1, Msg: strings.TrimPrefix(msg, "yaml: ")}
+	if m := yamlLineErr.FindStringSubmatch(msg); m != nil {
+		e.Line, _ = strconv.Atoi(m[1])
+		e.Msg = m[2]
+		if yamlParserProblems[e.Msg] {
+			e.Line++
+		}
+	} else if m := yamlAnchorErr.FindStringSubmatch(msg); m != nil {
+		e.Line = 0
+		for i, l := range bytes.Split(data, []byte("\n")) {
+			if bytes.Contains(l, []byte("*"+m[1])) {
+				e.Line = i + 1
+				break
+			}
+		}
+		e.Msg = fmt.Sprintf("alias *%s refers to no anchor &%s defined before it", m[1], m[1])
+	}
+	if lineHasTab(data, e.Line) && (strings.Contains(e.Msg, "tab") || strings.Contains(e.Msg, "cannot start any token")) {
+		e.Msg += " (YAML does not allow tabs for indentation: use spaces)"
+	}
+	e.Msg = "YAML syntax: " + e.Msg
+	d.errs = append(d.errs, e)
+}
+
+func lineHasTab(data []byte, line int) bool {
+	lines := bytes.Split(data, []byte("\n"))
+	if line < 1 || line > len(lines) {
+		return false
+	}
+	return bytes.ContainsRune(lines[line-1], '\t')
+}
+
+// deref follows aliases (*name) to the anchored node.
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n == nil || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// describe names what a node is, for "must be X, got Y" messages.
+func describe(n *yaml.Node) string {
+	n = deref(n)
+	switch {
+	case n == nil:
+		return "nothing"
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	case n.Kind != yaml.ScalarNode:
+		return "an unsupported YAML node"
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:40] + "…"
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return "no value"
+	case "!!str":
+		return fmt.Sprintf("string %q", v)
+	case "!!int":
+		return "integer " + v
+	case "!!float":
+		return "number " + v
+	case "!!bool":
+		return "boolean " + v
+	case "!!timestamp":
+		return "date " + v
+	default:
+		return fmt.Sprintf("%s %q", n.ShortTag(), v)
+	}
+}
+
+// join appends key to a dotted path.
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// field is one known key of a mapping and what to do with its value.
+type field struct {
+	key string
+	fn  func(path string, v *yaml.Node)
+}
+
+// mapping decodes a mapping node with a fixed set of keys: unknown keys,
+// duplicate keys and non-string keys are errors. A null node is an empty
+// mapping. hint, when set, explains an unknown key better than the list of
+// known keys (e.g. a key that exists in agent files but cannot be defaulted).
+func (d *decoder) mapping(n *yaml.Node, path string, fields []field, hint func(key string) string) {
+	n = deref(n)
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		what := "must be"
+		if path == "" {
+			what = "the file must be"
+		}
+		d.errorf(n, path, "%s a mapping (key: value), got %s", what, describe(n))
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := deref(n.Content[i]), n.Content[i+1]
+		name, ok := d.key(k, path, seen)
+		if !ok {
+			continue
+		}
+		var f *field
+		for j := range fields {
+			if fields[j].key == name {
+				f = &fields[j]
+				break
+			}
+		}
+		if f == nil {
+			d.unknownKey(k, path, name, fields, hint)
+			continue
+		}
+		d.lines[join(path, name)] = k.Line
+		f.fn(join(path, name), v)
+	}
+}
+
+// key checks one mapping key: a string, not "<<", not seen before.
+func (d *decoder) key(k *yaml.Node, path string, seen map[string]int) (string, bool) {
+	if k == nil || k.Kind != yaml.ScalarNode || isNull(k) {
+		d.errorf(k, path, "keys must be strings, got %s", describe(k))
+		return "", false
+	}
+	if k.Value == "<<" && k.Style == 0 {
+		d.errorf(k, path, "merge keys (<<) are not supported; repeat the keys, or use the daemon's defaults")
+		return "", false
+	}
+	if first, dup := seen[k.Value]; dup {
+		d.errorf(k, path, "duplicate key %q (first at line %d)", k.Value, first)
+		return "", false
+	}
+	seen[k.Value] = k.Line
+	return k.Value, true
+}
+
+func (d *decoder) unknownKey(k *yaml.Node, path, name string, fields []field, hint func(string) string) {
+	if d.full() {
+		return
+	}
+	if hint != nil {
+		if h := hint(name); h != "" {
+			d.errorf(k, path, "%s", h)
+			return
+		}
+	}
+	known := make([]string, len(fields))
+	for i, f := range fields {
+		known[i] = f.key
+	}
+	msg := fmt.Sprintf("unknown key %q (known: %s)", name, strings.Join(known, ", "))
+	if s := suggest(name, known); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	d.errorf(k, path, "%s", msg)
+}
+
+// suggest returns the known key closest to name when it is close enough to
+// be a typo.
+func suggest(name string, known []string) string {
+	best, bestDist := "", 3
+	for _, k := range known {
+		if dist := editDistance(strings.ToLower(name), k); dist < bestDist {
+			best, bestDist = k, dist
+		}
+	}
+	return best
+}
+
+// editDistance is the Damerau-Levenshtein (optimal string alignment)
+// distance, so a swap of two letters ("chekcs") counts as one edit.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return math.MaxInt
+	}
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
