@@ -1,0 +1,99 @@
+// Package certs owns hermeskilld's death certificate: the forensic record
+// written once per death (DESIGN §6) — its schema as Go types, its file
+// (name, directory, atomic write, read, listing), its Ed25519 signature
+// (keys, canonical form, sign, verify; DESIGN §8) and its rendering for
+// people (`hermeskilld certs show`).
+//
+// It records; it never decides or signals. The supervisor fills a
+// Certificate, and Write stores it with atomicfile.WriteFile.
+//
+// # The environment is never recorded
+//
+// A certificate has no field for the agent's environment, and none may be
+// added: secrets live there. Tool arguments appear nowhere either (the audit
+// log keeps only their hashes).
+//
+// # Fields (schema "hermeskill.death-certificate.v1")
+//
+// Times are RFC 3339 with nanoseconds in UTC ("2026-12-02T10:15:03.123456789Z");
+// a time that is unknown is null. Lists are never null: an empty one is [].
+//
+//   - schema: always "hermeskill.death-certificate.v1" (Schema).
+//   - cert_id: unique id of this certificate, a UUIDv7 (NewID); the control
+//     plane uses it as the Idempotency-Key.
+//   - agent_id: the agent's id (--id, or the agent file's id).
+//   - host: the host name of the machine the agent ran on.
+//   - mode: "enforce" (the agent was killed) or "shadow" (a terminal symptom
+//     fired in shadow mode and nothing was signalled).
+//   - labels: the agent's labels from its agent file (omitted when none).
+//   - command: the agent's argv.
+//   - pid: the pid of the agent's main process.
+//   - containment: how the tree was held: "cgroup" (its own cgroup v2) or
+//     "pgroup" (process group plus descendants found in /proc); omitted when
+//     unknown.
+//   - started_at: when the agent was started.
+//   - triggered_at: when the death was decided: the terminal symptom, the
+//     operator's request, or, for an external death, when the exit was seen.
+//   - terminated_at: when the agent's tree was gone (null in shadow mode).
+//   - trigger_type: "auto" (a terminal symptom), "manual" (an operator, a
+//     signal to hermeskilld, the e-stop file, the control plane) or
+//     "external" (died by a signal hermeskilld did not send, e.g. the OOM
+//     killer).
+//   - trigger_check: the check that fired (the stable names of DESIGN §3:
+//     heartbeat_timeout, memory, … , manual), or "external".
+//   - trigger_reason: one line saying why, with the observed value and the
+//     threshold ("no heartbeat for 30.0s (timeout 30s)").
+//   - operator: who asked for a manual kill (the control socket's caller,
+//     "signal:SIGTERM" for a signal to hermeskilld, "daemon-shutdown", …);
+//     null otherwise.
+//   - operator_reason: the reason the operator gave; null when none.
+//   - escalation: how far the ladder went — reached ("none", "cooperative",
+//     "sigterm" or "sigkill": the last stage started before the tree was
+//     gone), coop_signal (the cooperative signal, "SIGINT", or "none"),
+//     coop_grace_ms and term_grace_ms (the configured graces, ms).
+//   - exit: how the main process ended — code (its exit code, null when a
+//     signal ended it), signal ("SIGKILL", …, null when it exited) and
+//     core_dumped.
+//   - symptoms_log: every warning and the terminal symptom, in order; each
+//     has at, check, severity ("warning" or "terminal"), observed and
+//     threshold (as text with units: "1.2GiB", "30s") and message.
+//   - shutdown_log: each step of the ladder as carried out (DESIGN §4:
+//     directive_sent, coop_signal_sent, sigterm_sent, sigkill_sent, reaped);
+//     each has step, at (wall time), duration_ms (how long the step took)
+//     and detail (step-specific facts, omitted when none).
+//   - final_state: what was last known of the agent — status (its last
+//     STATUS text), progress (last PROGRESS), tokens, cost_usd, last_tool,
+//     last_heartbeat_at (null if it never beat), heartbeats (count),
+//     peak_rss_bytes (of the tree), cpu_user_s and cpu_sys_s (CPU seconds of
+//     the tree), procs_killed (processes signalled), errors (count of ERROR
+//     reports) and errno (its last ERRNO, omitted when none).
+//   - process_tree: the agent's processes when the kill began; each has pid,
+//     ppid, cmdline, state (the one-letter state of proc(5)), rss_bytes,
+//     cpu_s, threads and fds.
+//   - last_output: the last 64 KiB of the agent's stderr and stdout when
+//     hermeskilld captured them (stack traces of the "last words" land
+//     here); omitted when not captured. Invalid UTF-8 is replaced by U+FFFD.
+//   - survivors: processes still alive when hermeskilld stopped waiting (for
+//     example in D state); each has pid, state and cmdline. Usually [].
+//   - signature: present when a signing key is configured — alg ("ed25519"),
+//     key_id (KeyID of the public key) and value (base64 of the signature).
+//
+// # Files
+//
+// One file per certificate, named by FileName (time first, so names sort
+// by time), mode 0640 in a 0750 directory (DefaultDir unless configured),
+// written with atomicfile: temporary file in the same directory, fsync,
+// rename, fsync of the directory. Marshal's output is stable: the same
+// certificate always gives the same bytes.
+//
+// # Signatures
+//
+// With a key (LoadSigner, GenerateKey), Sign signs the canonical JSON of the
+// certificate without its signature field (Canonical: parsed with numbers
+// kept as their text, "signature" removed, re-encoded compactly with sorted
+// keys). The signature therefore covers content, not layout: a certificate
+// re-indented or with its keys reordered still verifies; a change to any key
+// or value does not. Verify distinguishes ErrUnsigned, ErrKeyMismatch and
+// ErrBadSignature. Keys are named by KeyID: "ed25519:" and 16 hex digits of
+// the SHA-256 of the public key.
+package certs

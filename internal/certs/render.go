@@ -1,0 +1,393 @@
+package certs
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// TailLines is how many lines of each output stream Render shows.
+const TailLines = 20
+
+// Render writes c for a person, as `hermeskilld certs show` prints it: a
+// headline (which agent, when, how it died and why), the certificate's
+// identity, the symptoms, the ladder with the time of each step, the final
+// state, the process tree, the survivors, the last lines of the agent's
+// output and whether it is signed. Render does not verify the signature.
+//
+// Every string from the certificate is printed with control characters
+// (and Unicode bidirectional controls) escaped, so an agent cannot put
+// terminal escape sequences in front of the operator reading its death.
+func Render(w io.Writer, c *Certificate) error {
+	var b bytes.Buffer
+	r := &renderer{b: &b, c: c}
+	r.headline()
+	r.identity()
+	r.symptoms()
+	r.shutdown()
+	r.finalState()
+	r.processTree()
+	r.survivors()
+	r.output("stderr", c.LastOutput, func(o *LastOutput) string { return o.Stderr })
+	r.output("stdout", c.LastOutput, func(o *LastOutput) string { return o.Stdout })
+	r.signature()
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+type renderer struct {
+	b *bytes.Buffer
+	c *Certificate
+}
+
+func (r *renderer) printf(format string, args ...any) { fmt.Fprintf(r.b, format, args...) }
+
+// table writes the rows fn writes through a tabwriter (cells end with a
+// tab; text after the last tab is not aligned), without trailing blanks.
+func (r *renderer) table(flags uint, fn func(w io.Writer)) {
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', flags)
+	fn(tw)
+	tw.Flush()
+	for _, l := range strings.SplitAfter(buf.String(), "\n") {
+		if l != "" {
+			r.b.WriteString(strings.TrimRight(l, " \n") + "\n")
+		}
+	}
+}
+
+func (r *renderer) headline() {
+	c := r.c
+	agent := orDash(clean(c.AgentID))
+	why := clean(c.TriggerCheck)
+	if c.TriggerReason != "" {
+		why += ": " + clean(c.TriggerReason)
+	}
+	switch {
+	case c.Mode == ModeShadow:
+		r.printf("%s would have been killed (%s) [shadow mode: nothing was signalled]\n", agent, why)
+	case c.TriggerType == TriggerExternal:
+		r.printf("%s died (%s), not killed by hermeskilld\n", agent, why)
+	case c.TriggerType == TriggerManual:
+		by := "an operator"
+		if c.Operator != nil {
+			by = "operator " + clean(*c.Operator)
+		}
+		reason := clean(c.TriggerReason)
+		if c.OperatorReason != nil {
+			reason = clean(*c.OperatorReason)
+		}
+		r.printf("%s killed by %s (manual: %s)\n", agent, by, reason)
+	default:
+		r.printf("%s killed (%s)\n", agent, why)
+	}
+
+	var parts []string
+	if t := sortTime(c); !t.IsZero() {
+		parts = append(parts, "at "+t.UTC().Format("2006-01-02 15:04:05.000 UTC"))
+	}
+	if c.Escalation.Reached != "" {
+		s := "escalation reached " + clean(c.Escalation.Reached)
+		if !c.TriggeredAt.IsZero() && !c.TerminatedAt.IsZero() {
+			s += " after " + dur(c.TerminatedAt.Sub(c.TriggeredAt))
+		}
+		parts = append(parts, s)
+	}
+	if e := exitText(c.Exit); e != "" {
+		parts = append(parts, e)
+	}
+	if !c.StartedAt.IsZero() && !c.TriggeredAt.IsZero() {
+		parts = append(parts, "ran "+dur(c.TriggeredAt.Sub(c.StartedAt)))
+	}
+	if len(parts) > 0 {
+		r.printf("  %s\n", strings.Join(parts, "; "))
+	}
+	r.printf("\n")
+}
+
+func (r *renderer) identity() {
+	c := r.c
+	r.table(0, func(tw io.Writer) {
+		fmt.Fprintf(tw, "certificate\t%s  %s\n", orDash(clean(c.CertID)), clean(c.Schema))
+		agent := fmt.Sprintf("%s  pid %d  host %s  mode %s", orDash(clean(c.AgentID)), c.PID, orDash(clean(c.Host)), orDash(clean(c.Mode)))
+		if c.Containment != "" {
+			agent += "  containment " + clean(c.Containment)
+		}
+		fmt.Fprintf(tw, "agent\t%s\n", agent)
+		if len(c.Labels) > 0 {
+			var l []string
+			for _, k := range slices.Sorted(maps.Keys(c.Labels)) {
+				l = append(l, clean(k)+"="+clean(c.Labels[k]))
+			}
+			fmt.Fprintf(tw, "labels\t%s\n", strings.Join(l, " "))
+		}
+		fmt.Fprintf(tw, "command\t%s\n", orDash(commandLine(c.Command)))
+		fmt.Fprintf(tw, "started\t%s\n", stamp(c.StartedAt))
+		fmt.Fprintf(tw, "triggered\t%s  %s %s\n", stamp(c.TriggeredAt), clean(c.TriggerType), clean(c.TriggerCheck))
+		fmt.Fprintf(tw, "terminated\t%s\n", stamp(c.TerminatedAt))
+		if c.Operator != nil || c.OperatorReason != nil {
+			op := orDash(cleanPtr(c.Operator))
+			if c.OperatorReason != nil {
+				op += " (" + clean(*c.OperatorReason) + ")"
+			}
+			fmt.Fprintf(tw, "operator\t%s\n", op)
+		}
+		fmt.Fprintf(tw, "exit\t%s\n", orDash(exitText(c.Exit)))
+	})
+}
+
+func (r *renderer) symptoms() {
+	r.printf("\nsymptoms (%d)\n", len(r.c.SymptomsLog))
+	if len(r.c.SymptomsLog) == 0 {
+		return
+	}
+	r.table(0, func(tw io.Writer) {
+		fmt.Fprintf(tw, "  AT\tSEVERITY\tCHECK\tOBSERVED\tTHRESHOLD\tMESSAGE\n")
+		for _, s := range r.c.SymptomsLog {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.clock(s.At), clean(s.Severity), clean(s.Check),
+				orDash(clean(s.Observed)), orDash(clean(s.Threshold)), clean(s.Message))
+		}
+	})
+}
+
+func (r *renderer) shutdown() {
+	e := r.c.Escalation
+	r.printf("\nshutdown: reached %s (coop signal %s, coop grace %d ms, term grace %d ms)\n",
+		orDash(clean(e.Reached)), orDash(clean(e.CoopSignal)), e.CoopGraceMS, e.TermGraceMS)
+	if len(r.c.ShutdownLog) == 0 {
+		return
+	}
+	r.table(0, func(tw io.Writer) {
+		fmt.Fprintf(tw, "  STEP\tAT\tMS\tDETAIL\n")
+		for _, s := range r.c.ShutdownLog {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", clean(s.Step), r.clock(s.At),
+				strconv.FormatFloat(s.DurationMS, 'f', 2, 64), detailText(s.Detail))
+		}
+	})
+}
+
+func (r *renderer) finalState() {
+	f := r.c.FinalState
+	r.printf("\nfinal state\n")
+	r.table(0, func(tw io.Writer) {
+		fmt.Fprintf(tw, "  status\t%s\n", orDash(clean(f.Status)))
+		fmt.Fprintf(tw, "  progress\t%d\n", f.Progress)
+		fmt.Fprintf(tw, "  tokens\t%d\n", f.Tokens)
+		fmt.Fprintf(tw, "  cost\t$%s\n", strconv.FormatFloat(f.CostUSD, 'f', -1, 64))
+		fmt.Fprintf(tw, "  last tool\t%s\n", orDash(clean(f.LastTool)))
+		hb := "none"
+		if !f.LastHeartbeatAt.IsZero() {
+			hb = stamp(f.LastHeartbeatAt)
+			if !r.c.TriggeredAt.IsZero() {
+				hb += " (" + dur(r.c.TriggeredAt.Sub(f.LastHeartbeatAt)) + " before the trigger)"
+			}
+		}
+		fmt.Fprintf(tw, "  last heartbeat\t%s\n", hb)
+		fmt.Fprintf(tw, "  heartbeats\t%d\n", f.Heartbeats)
+		fmt.Fprintf(tw, "  peak rss\t%s\n", bytesText(f.PeakRSSBytes))
+		fmt.Fprintf(tw, "  cpu\t%.2f s user, %.2f s sys\n", f.CPUUserS, f.CPUSysS)
+		fmt.Fprintf(tw, "  procs killed\t%d\n", f.ProcsKilled)
+		errs := strconv.FormatInt(f.Errors, 10)
+		if f.Errno != nil {
+			errs += fmt.Sprintf(" (errno %d)", *f.Errno)
+		}
+		fmt.Fprintf(tw, "  errors\t%s\n", errs)
+	})
+}
+
+func (r *renderer) processTree() {
+	r.printf("\nprocess tree (%d)\n", len(r.c.ProcessTree))
+	if len(r.c.ProcessTree) == 0 {
+		return
+	}
+	r.table(tabwriter.AlignRight, func(tw io.Writer) {
+		fmt.Fprintf(tw, "PID\tPPID\tS\tRSS\tCPU s\tTHREADS\tFDS\t  COMMAND\n")
+		for _, p := range r.c.ProcessTree {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.2f\t%d\t%d\t  %s\n", p.PID, p.PPID, orDash(clean(p.State)),
+				bytesText(p.RSSBytes), p.CPUS, p.Threads, p.FDs, cut(clean(p.Cmdline), 100))
+		}
+	})
+}
+
+func (r *renderer) survivors() {
+	if len(r.c.Survivors) == 0 {
+		r.printf("\nsurvivors: none\n")
+		return
+	}
+	r.printf("\nsurvivors (%d): still alive when hermeskilld gave up\n", len(r.c.Survivors))
+	r.table(0, func(tw io.Writer) {
+		fmt.Fprintf(tw, "  PID\tS\tCOMMAND\n")
+		for _, s := range r.c.Survivors {
+			fmt.Fprintf(tw, "  %d\t%s\t%s\n", s.PID, orDash(clean(s.State)), cut(clean(s.Cmdline), 100))
+		}
+	})
+}
+
+func (r *renderer) output(name string, o *LastOutput, get func(*LastOutput) string) {
+	if o == nil || get(o) == "" {
+		return
+	}
+	lines := strings.Split(strings.TrimSuffix(get(o), "\n"), "\n")
+	shown := lines[max(0, len(lines)-TailLines):]
+	r.printf("\nlast %s (last %d of %d lines)\n", name, len(shown), len(lines))
+	for _, l := range shown {
+		r.printf("  | %s\n", cleanKeepTabs(l))
+	}
+}
+
+func (r *renderer) signature() {
+	s := r.c.Signature
+	if s == nil {
+		r.printf("\nsignature: none (unsigned)\n")
+		return
+	}
+	r.printf("\nsignature: %s by key %s (not checked here: hermeskilld certs verify)\n",
+		orDash(clean(s.Alg)), orDash(clean(s.KeyID)))
+}
+
+// clock formats t as a time of day when it is on the trigger's UTC day, as a
+// full time stamp otherwise.
+func (r *renderer) clock(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	t = t.UTC()
+	if tr := r.c.TriggeredAt.UTC(); t.YearDay() == tr.YearDay() && t.Year() == tr.Year() {
+		return t.Format("15:04:05.000")
+	}
+	return stamp(t)
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func dur(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+func exitText(e Exit) string {
+	var s string
+	switch {
+	case e.Signal != nil:
+		s = "signal " + clean(*e.Signal)
+	case e.Code != nil:
+		s = "exit code " + strconv.Itoa(*e.Code)
+	default:
+		return ""
+	}
+	if e.CoreDumped {
+		s += " (core dumped)"
+	}
+	return s
+}
+
+func bytesText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	v, i := float64(n)/unit, 0
+	for ; v >= unit && i < 4; i++ {
+		v /= unit
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + []string{"KiB", "MiB", "GiB", "TiB", "PiB"}[i]
+}
+
+func detailText(d map[string]any) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(d)) {
+		parts = append(parts, clean(k)+"="+clean(fmt.Sprint(d[k])))
+	}
+	return cut(strings.Join(parts, " "), 80)
+}
+
+// commandLine joins argv, single-quoting arguments a shell would split.
+func commandLine(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_./=:,+@%", r))
+		}) < 0 {
+			q[i] = clean(a)
+			continue
+		}
+		q[i] = "'" + clean(strings.ReplaceAll(a, "'", `'\''`)) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
+func cleanPtr(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return clean(*s)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// cut shortens s to at most n runes, marking the cut.
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+// clean escapes control characters, including tab and newline, so that s
+// prints as one inert line.
+func clean(s string) string { return escapeControls(s, false) }
+
+// cleanKeepTabs is clean for a line of output, where tabs are kept.
+func cleanKeepTabs(s string) string { return escapeControls(s, true) }
+
+func escapeControls(s string, keepTabs bool) string {
+	if strings.IndexFunc(s, func(r rune) bool { return needsEscape(r, keepTabs) }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if !needsEscape(r, keepTabs) {
+			b.WriteRune(r)
+			continue
+		}
+		switch r {
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\x1b':
+			b.WriteString(`\e`)
+		default:
+			if r < 0x100 {
+				fmt.Fprintf(&b, `\x%02x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		}
+	}
+	return b.String()
+}
+
+func needsEscape(r rune, keepTabs bool) bool {
+	if r == '\t' {
+		return !keepTabs
+	}
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+}
