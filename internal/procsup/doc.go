@@ -1,0 +1,15 @@
+// Package procsup owns the agent's processes: starting the command (in its
+// own process group, straight into its cgroup when there is one, with
+// PR_SET_PDEATHSIG so it dies with us), observing its exit through a pidfd,
+// reaping every orphan reparented to us as child subreaper, and the agent's
+// process tree: which pids belong to it, signalling all of them, and knowing
+// when none is left.
+//
+// All children of this process must be started through Runtime.Start: the
+// orphan reaper reaps any child it was not told about, so an os/exec child
+// started elsewhere in the process would lose its exit status (the
+// reaper-vs-exec.Cmd.Wait race of linux-mechanics §3).
+//
+// References: prctl(2) PR_SET_CHILD_SUBREAPER and PR_SET_PDEATHSIG,
+// pidfd_open(2), pidfd_send_signal(2), waitid(2), clone(2) CLONE_INTO_CGROUP.
+package procsup

@@ -1,0 +1,148 @@
+package procsup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// StartError is a failure to start the command, with the shell-convention
+// exit status it maps to: 127 not found, 126 not executable.
+type StartError struct {
+	Code int
+	Err  error
+}
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Spec is what to run.
+type Spec struct {
+	Argv []string
+	Env  []string
+	Dir  string
+	// Files are the child's stdin, stdout, stderr; nil means /dev/null.
+	Stdin, Stdout, Stderr *os.File
+	// Credential runs the child as another user (daemon `user:`).
+	Credential *syscall.Credential
+	// CgroupFD, when > 0, starts the child straight into that cgroup
+	// (clone3 CLONE_INTO_CGROUP), so not one instruction runs outside it.
+	CgroupFD int
+}
+
+// ExitStatus is how a process ended, from its raw wait status.
+type ExitStatus struct {
+	Code       int // valid when !Signaled
+	Signaled   bool
+	Signal     syscall.Signal
+	CoreDumped bool
+	UserCPU    time.Duration
+	SysCPU     time.Duration
+	MaxRSS     int64 // bytes, from getrusage of the main process
+}
+
+// ShellCode is the status a shell would report: the code, or 128+signal.
+func (e ExitStatus) ShellCode() int {
+	if e.Signaled {
+		return 128 + int(e.Signal)
+	}
+	return e.Code
+}
+
+func (e ExitStatus) String() string {
+	if e.Signaled {
+		s := fmt.Sprintf("killed by %v", e.Signal)
+		if e.CoreDumped {
+			s += " (core dumped)"
+		}
+		return s
+	}
+	return fmt.Sprintf("exited with code %d", e.Code)
+}
+
+// Process is a started child. Exactly one goroutine waits on it.
+type Process struct {
+	proc    *os.Process
+	pid     int
+	started time.Time
+	done    chan struct{}
+	status  ExitStatus
+	exited  time.Time
+}
+
+// PID is the child's pid.
+func (p *Process) PID() int { return p.pid }
+
+// Started is when the child was started.
+func (p *Process) Started() time.Time { return p.started }
+
+// Done is closed once the child has been reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Status is the exit status; valid once Done is closed.
+func (p *Process) Status() ExitStatus { <-p.done; return p.status }
+
+// ExitedAt is when the exit was observed; valid once Done is closed.
+func (p *Process) ExitedAt() time.Time { <-p.done; return p.exited }
+
+// Signal sends sig through the pidfd (pidfd_send_signal(2)), so a recycled
+// pid is never signalled. An exited process is not an error.
+func (p *Process) Signal(sig syscall.Signal) error {
+	err := p.proc.Signal(sig)
+	if errors.Is(err, os.ErrProcessDone) {
+		return nil
+	}
+	return err
+}
+
+func (p *Process) wait(r *reaper) {
+	defer close(p.done)
+	st, err := p.proc.Wait() // waitid(P_PIDFD) where the kernel has pidfds
+	p.exited = time.Now()
+	r.released(p.pid)
+	if err != nil {
+		// Cannot happen unless someone else reaped our child; report a
+		// death by SIGKILL rather than a success.
+		p.status = ExitStatus{Signaled: true, Signal: syscall.SIGKILL}
+		return
+	}
+	ws := st.Sys().(syscall.WaitStatus)
+	p.status = ExitStatus{Code: ws.ExitStatus(), UserCPU: st.UserTime(), SysCPU: st.SystemTime()}
+	if ws.Signaled() {
+		p.status.Signaled, p.status.Signal, p.status.CoreDumped = true, ws.Signal(), ws.CoreDump()
+	}
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		p.status.MaxRSS = ru.Maxrss * 1024
+	}
+}
+
+// lookPath resolves argv[0] like a shell would, mapping failures to the
+// shell's exit statuses.
+func lookPath(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path, nil
+	}
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		return "", &StartError{Code: 127, Err: fmt.Errorf("%s: command not found", name)}
+	}
+	return "", &StartError{Code: 126, Err: fmt.Errorf("%s: %w", name, err)}
+}
+
+// startError maps an exec failure to 126/127.
+func startError(path string, err error) error {
+	var se *StartError
+	if errors.As(err, &se) {
+		return err
+	}
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return &StartError{Code: 127, Err: fmt.Errorf("%s: %w", path, err)}
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EISDIR):
+		return &StartError{Code: 126, Err: fmt.Errorf("%s: %w", path, err)}
+	}
+	return fmt.Errorf("start %s: %w", path, err)
+}

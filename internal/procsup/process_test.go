@@ -1,0 +1,137 @@
+package procsup_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hermeskill/hermeskilld/internal/procfs"
+	"github.com/hermeskill/hermeskilld/internal/procsup"
+	"github.com/hermeskill/hermeskilld/internal/testchild"
+)
+
+func TestExitCodePassedThrough(t *testing.T) {
+	p, err := rt.Start(testchild.Spec("exit", "7"))
+	require.NoError(t, err)
+	st := p.Status()
+	require.False(t, st.Signaled)
+	require.Equal(t, 7, st.Code)
+	require.Equal(t, 7, st.ShellCode())
+}
+
+func TestSignalDeathIs128PlusN(t *testing.T) {
+	c := testchild.Start(t, rt, "hang", procsup.Spec{})
+	require.NoError(t, c.P.Signal(syscall.SIGKILL))
+	st := c.P.Status()
+	require.True(t, st.Signaled)
+	require.Equal(t, syscall.SIGKILL, st.Signal)
+	require.Equal(t, 137, st.ShellCode())
+	require.Equal(t, "killed by killed", st.String())
+	// Signalling a reaped process through its pidfd is not an error.
+	require.NoError(t, c.P.Signal(syscall.SIGTERM))
+}
+
+func TestOwnProcessGroup(t *testing.T) {
+	c := testchild.Start(t, rt, "hang", procsup.Spec{})
+	st, err := procfs.Default().Stat(c.P.PID())
+	require.NoError(t, err)
+	require.Equal(t, c.P.PID(), st.PGID, "the agent leads its own process group")
+	require.Equal(t, os.Getpid(), st.PPID)
+}
+
+func TestStartErrors(t *testing.T) {
+	_, err := rt.Start(procsup.Spec{Argv: []string{"/nonexistent/agent"}})
+	var se *procsup.StartError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, 127, se.Code)
+
+	_, err = rt.Start(procsup.Spec{Argv: []string{"no-such-command-hk"}})
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, 127, se.Code)
+	require.Contains(t, err.Error(), "command not found")
+
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "agent.sh")
+	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
+	_, err = rt.Start(procsup.Spec{Argv: []string{notExec}})
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, 126, se.Code)
+
+	_, err = rt.Start(procsup.Spec{Argv: []string{dir}})
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, 126, se.Code)
+}
+
+// PR_SET_PDEATHSIG: when the supervisor dies (even by SIGKILL) its agent
+// dies — also when the goroutine that asked for the start has since
+// exited locked to its thread (Go's thread caveat, solved by forking from
+// one long-lived locked thread).
+func TestAgentDiesWithSupervisor(t *testing.T) {
+	sup := testchild.Start(t, rt, "mini-supervisor", procsup.Spec{})
+	require.Len(t, sup.PIDs, 1)
+	agent := sup.PIDs[0]
+	require.True(t, testchild.Alive(agent))
+	require.Never(t, func() bool { return !testchild.Alive(agent) }, 500*time.Millisecond, 50*time.Millisecond,
+		"the agent died when the thread that requested it exited")
+	require.NoError(t, sup.P.Signal(syscall.SIGKILL))
+	<-sup.P.Done()
+	require.Eventually(t, func() bool { return !testchild.Alive(agent) }, 10*time.Second, 10*time.Millisecond,
+		"the agent outlived its supervisor")
+}
+
+// Orphans reparented to us (child subreaper) are reaped; no zombie stays.
+func TestOrphansAreReaped(t *testing.T) {
+	c := testchild.Start(t, rt, "escape", procsup.Spec{})
+	require.Len(t, c.PIDs, 1)
+	escapee := c.PIDs[0]
+	st, err := procfs.Default().Stat(escapee)
+	require.NoError(t, err)
+	require.Equal(t, os.Getpid(), st.PPID, "the orphan was reparented to the subreaper")
+	before := rt.OrphansReaped()
+	require.NoError(t, syscall.Kill(escapee, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return !testchild.Exists(escapee) }, 10*time.Second, 5*time.Millisecond,
+		"the orphan was not reaped (still a zombie)")
+	require.Greater(t, rt.OrphansReaped(), before)
+	// The managed process is still ours to wait for: the reaper left it.
+	require.NoError(t, c.P.Signal(syscall.SIGKILL))
+	require.True(t, c.P.Status().Signaled)
+}
+
+// The reaper never steals a managed child's exit status, even when many
+// exit at once beside orphans.
+func TestReaperLeavesManagedChildren(t *testing.T) {
+	var ps []*procsup.Process
+	for i := 0; i < 20; i++ {
+		p, err := rt.Start(testchild.Spec("exit", "5"))
+		require.NoError(t, err)
+		ps = append(ps, p)
+	}
+	for _, p := range ps {
+		st := p.Status()
+		require.False(t, st.Signaled)
+		require.Equal(t, 5, st.Code)
+	}
+}
+
+func TestAgentEnv(t *testing.T) {
+	base := []string{"PATH=/bin", "NOTIFY_SOCKET=/run/systemd/notify", "WATCHDOG_USEC=1", "WATCHDOG_PID=1",
+		"LISTEN_FDS=3", "HERMESKILL_SOCKET=/old", "KEEP=1"}
+	env := procsup.AgentEnv(base, map[string]string{"LOG": "info", "NOTIFY_SOCKET": "/evil"}, "bot", "/run/hk/bot/notify.sock", 30*time.Second)
+	joined := "\n" + strings.Join(env, "\n") + "\n"
+	require.Contains(t, joined, "\nPATH=/bin\n")
+	require.Contains(t, joined, "\nKEEP=1\n")
+	require.Contains(t, joined, "\nLOG=info\n")
+	require.Contains(t, joined, "\nNOTIFY_SOCKET=/run/hk/bot/notify.sock\n")
+	require.Contains(t, joined, "\nHERMESKILL_SOCKET=/run/hk/bot/notify.sock\n")
+	require.Contains(t, joined, "\nHERMESKILL_AGENT_ID=bot\n")
+	require.Contains(t, joined, "\nWATCHDOG_USEC=30000000\n")
+	for _, leaked := range []string{"/run/systemd/notify", "WATCHDOG_PID", "LISTEN_FDS", "/old", "/evil"} {
+		require.NotContains(t, joined, leaked)
+	}
+	require.NotContains(t, strings.Join(procsup.AgentEnv(nil, nil, "x", "/s", 0), "\n"), "WATCHDOG_USEC")
+}

@@ -1,0 +1,102 @@
+package procsup
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Runtime starts and reaps children. There is one per process.
+type Runtime struct {
+	reaper *reaper
+	pid1   bool
+}
+
+// OnOrphan, when set in NewRuntime's options, sees every orphan reaped.
+type Options struct {
+	OnOrphan func(pid int, status unix.WaitStatus)
+}
+
+// NewRuntime makes this process a child subreaper (prctl(2)
+// PR_SET_CHILD_SUBREAPER: orphaned descendants are reparented to us instead
+// of init, so they stay in reach and get reaped) and starts the reaper.
+func NewRuntime(opts Options) (*Runtime, error) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, os.NewSyscallError("prctl PR_SET_CHILD_SUBREAPER", err)
+	}
+	return &Runtime{reaper: newReaper(opts.OnOrphan), pid1: os.Getpid() == 1}, nil
+}
+
+// Close stops the reaper. Children still running are not touched.
+func (rt *Runtime) Close() { rt.reaper.close() }
+
+// IsPID1 reports whether we are a PID namespace's init.
+func (rt *Runtime) IsPID1() bool { return rt.pid1 }
+
+// OrphansReaped counts orphans reaped so far.
+func (rt *Runtime) OrphansReaped() uint64 { return rt.reaper.orphans.Load() }
+
+// HasChildren reports whether we have any child left, running or zombie.
+func (rt *Runtime) HasChildren() bool { return hasChildren() }
+
+// Start runs spec in its own process group, with PR_SET_PDEATHSIG=SIGKILL,
+// and starts the one goroutine that waits on it.
+func (rt *Runtime) Start(spec Spec) (*Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, &StartError{Code: 127, Err: errors.New("empty command")}
+	}
+	path := spec.Argv[0]
+	if filepath.Base(path) == path {
+		var err error
+		if path, err = lookPath(path); err != nil {
+			return nil, err
+		}
+	}
+	files := []*os.File{spec.Stdin, spec.Stdout, spec.Stderr}
+	var devnull *os.File
+	for i, f := range files {
+		if f != nil {
+			continue
+		}
+		if devnull == nil {
+			var err error
+			if devnull, err = os.OpenFile(os.DevNull, os.O_RDWR, 0); err != nil {
+				return nil, err
+			}
+			defer devnull.Close()
+		}
+		files[i] = devnull
+	}
+	sys := &syscall.SysProcAttr{
+		// Its own process group: signals to the group reach the agent
+		// and its children, not us, and a terminal's Ctrl-C reaches us.
+		Setpgid: true,
+		// If we die (even by SIGKILL) the agent dies too. Go's fork code
+		// re-checks getppid() after the prctl, closing the race with a
+		// parent that died during the fork.
+		Pdeathsig:  syscall.SIGKILL,
+		Credential: spec.Credential,
+	}
+	if spec.CgroupFD > 0 {
+		sys.UseCgroupFD, sys.CgroupFD = true, spec.CgroupFD
+	}
+	attr := &os.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: files, Sys: sys}
+
+	rt.reaper.mu.Lock()
+	started := time.Now()
+	p, err := startProcess(path, spec.Argv, attr)
+	if err != nil {
+		rt.reaper.mu.Unlock()
+		return nil, startError(spec.Argv[0], err)
+	}
+	rt.reaper.manageLocked(p.Pid)
+	rt.reaper.mu.Unlock()
+
+	proc := &Process{proc: p, pid: p.Pid, started: started, done: make(chan struct{})}
+	go proc.wait(rt.reaper)
+	return proc, nil
+}

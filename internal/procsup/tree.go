@@ -1,0 +1,363 @@
+package procsup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/cgroup"
+	"github.com/hermeskill/hermeskilld/internal/procfs"
+)
+
+// Containment modes.
+const (
+	ModeCgroup = "cgroup"
+	ModePgroup = "pgroup"
+)
+
+// Tree is one agent's process tree: its main process and every descendant.
+// With a cgroup it is the cgroup's members; without, it is the main
+// process's process group plus every descendant found in /proc — so a
+// grandchild that called setsid() is still found — plus orphans reparented
+// to us that belong to this agent.
+type Tree struct {
+	rt        *Runtime
+	main      *Process
+	mainStart uint64
+	id        string
+	cg        *cgroup.Group
+	fs        procfs.FS
+	self      int
+	// exclusive: this runtime supervises only this agent, so every child
+	// of ours is the agent's (supervise). The daemon shares its children
+	// among agents and attributes orphans instead.
+	exclusive bool
+
+	mu     sync.Mutex
+	known  map[int]uint64 // pid -> start time of every process seen in the tree
+	killed map[int]uint64 // live processes the ladder signalled
+}
+
+// TreeOptions configures NewTree.
+type TreeOptions struct {
+	AgentID   string
+	Cgroup    *cgroup.Group // nil: process-group containment
+	Exclusive bool
+	FS        procfs.FS // zero: /proc
+}
+
+// NewTree tracks the tree rooted at main.
+func NewTree(rt *Runtime, main *Process, o TreeOptions) *Tree {
+	fs := o.FS
+	if fs.Root == "" {
+		fs = procfs.Default()
+	}
+	t := &Tree{rt: rt, main: main, id: o.AgentID, cg: o.Cgroup, fs: fs, self: os.Getpid(),
+		exclusive: o.Exclusive, known: make(map[int]uint64), killed: make(map[int]uint64)}
+	// Until reaped, the main process (even a zombie) keeps its /proc entry.
+	if st, err := fs.Stat(main.PID()); err == nil {
+		t.mainStart = st.StartTimeTicks
+		t.known[main.PID()] = st.StartTimeTicks
+	}
+	return t
+}
+
+// Mode is "cgroup" or "pgroup".
+func (t *Tree) Mode() string {
+	if t.cg != nil {
+		return ModeCgroup
+	}
+	return ModePgroup
+}
+
+// Main is the main process.
+func (t *Tree) Main() *Process { return t.main }
+
+// Cgroup is the agent's cgroup, nil in process-group mode.
+func (t *Tree) Cgroup() *cgroup.Group { return t.cg }
+
+// MainExited is closed once the main process has been reaped.
+func (t *Tree) MainExited() <-chan struct{} { return t.main.Done() }
+
+func (t *Tree) mainReaped() bool {
+	select {
+	case <-t.main.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// SignalMain signals the main process through its pidfd.
+func (t *Tree) SignalMain(sig syscall.Signal) error { return t.main.Signal(sig) }
+
+// Contains reports whether pid is in the tree. It returns an error
+// matching procfs.ErrNoProcess when pid does not exist (any more).
+func (t *Tree) Contains(pid int) (bool, error) {
+	if t.cg != nil {
+		ok, err := t.cg.Contains(pid)
+		if err == nil && !ok {
+			// Not in the cgroup, or gone: only the latter is unverifiable.
+			if _, serr := t.fs.Stat(pid); errors.Is(serr, procfs.ErrNoProcess) {
+				return false, serr
+			}
+		}
+		return ok, err
+	}
+	return t.containsPgroup(pid)
+}
+
+// containsPgroup walks pid's ancestry: a member is the main process, in
+// its process group, a process seen in the tree before, or descends from
+// one of those or from an orphan of ours attributed to this agent.
+func (t *Tree) containsPgroup(pid int) (bool, error) {
+	mainPID := t.main.PID()
+	for i := 0; i < 128 && pid > 0; i++ {
+		st, err := t.fs.Stat(pid)
+		if err != nil {
+			if i == 0 {
+				return false, err
+			}
+			return false, nil // an ancestor vanished mid-walk: be strict
+		}
+		if t.memberStat(pid, st, mainPID) {
+			return true, nil
+		}
+		if st.PPID == t.self {
+			return t.attribute(pid, st), nil
+		}
+		pid = st.PPID
+	}
+	return false, nil
+}
+
+func (t *Tree) memberStat(pid int, st procfs.Stat, mainPID int) bool {
+	if pid == mainPID && st.StartTimeTicks == t.mainStart {
+		return true
+	}
+	// Same process group, not a recycled pgid: started after the main.
+	if st.PGID == mainPID && st.StartTimeTicks >= t.mainStart {
+		return true
+	}
+	t.mu.Lock()
+	start, ok := t.known[pid]
+	t.mu.Unlock()
+	return ok && start == st.StartTimeTicks
+}
+
+// attribute decides whether a direct child of ours (other than the main
+// process) is this agent's orphan.
+func (t *Tree) attribute(pid int, st procfs.Stat) bool {
+	if pid == t.main.PID() {
+		return st.StartTimeTicks == t.mainStart
+	}
+	if t.exclusive {
+		return true
+	}
+	// The daemon: the orphan's environment names its agent (inherited
+	// from the agent's environment; used for attribution only, never
+	// stored). A process that rewrote its environment is missed here but
+	// not by a cgroup.
+	v, ok, err := t.fs.EnvironValue(pid, EnvAgentID)
+	return err == nil && ok && v == t.id
+}
+
+// members lists the live processes of the tree (zombies excluded) with
+// their start times, and remembers them.
+func (t *Tree) members() (map[int]uint64, error) {
+	if t.cg != nil {
+		pids, err := t.cg.PIDs()
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[int]uint64, len(pids))
+		for _, pid := range pids {
+			if st, err := t.fs.Stat(pid); err == nil && st.State != 'Z' {
+				out[pid] = st.StartTimeTicks
+			}
+		}
+		return out, nil
+	}
+	snap, err := t.fs.Scan()
+	if err != nil {
+		return nil, err
+	}
+	mainPID := t.main.PID()
+	var roots []int
+	for pid, st := range snap {
+		if t.memberStat(pid, st, mainPID) || (st.PPID == t.self && t.attribute(pid, st)) {
+			roots = append(roots, pid)
+		}
+	}
+	out := make(map[int]uint64)
+	for _, pid := range snap.Descendants(roots...) {
+		if st := snap[pid]; st.State != 'Z' {
+			out[pid] = st.StartTimeTicks
+		}
+	}
+	t.mu.Lock()
+	for pid, start := range out {
+		t.known[pid] = start
+	}
+	t.mu.Unlock()
+	return out, nil
+}
+
+// PIDs lists the live processes of the tree, sorted.
+func (t *Tree) PIDs() ([]int, error) {
+	m, err := t.members()
+	if err != nil {
+		return nil, err
+	}
+	pids := make([]int, 0, len(m))
+	for pid := range m {
+		pids = append(pids, pid)
+	}
+	sort.Ints(pids)
+	return pids, nil
+}
+
+// SignalTree sends sig to every live process of the tree and reports how
+// many it reached. Each is signalled through a pidfd after checking its
+// start time, so a recycled pid is never hit.
+func (t *Tree) SignalTree(sig syscall.Signal) (int, error) {
+	m, err := t.members()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for pid, start := range m {
+		if t.signalPID(pid, start, sig) {
+			n++
+		}
+	}
+	if sig == syscall.SIGTERM || sig == syscall.SIGKILL {
+		t.noteKilled(m)
+	}
+	return n, nil
+}
+
+func (t *Tree) noteKilled(m map[int]uint64) {
+	t.mu.Lock()
+	for pid, start := range m {
+		t.killed[pid] = start
+	}
+	t.mu.Unlock()
+}
+
+// SignalPID signals one process of the tree (the one that announced a
+// DUMP_SIGNAL, say); a pid outside the tree is refused.
+func (t *Tree) SignalPID(pid int, sig syscall.Signal) error {
+	st, err := t.fs.Stat(pid)
+	if err != nil {
+		return err
+	}
+	if in, err := t.Contains(pid); err != nil || !in {
+		return fmt.Errorf("pid %d: %w", pid, ErrNotInTree)
+	}
+	if !t.signalPID(pid, st.StartTimeTicks, sig) {
+		return fmt.Errorf("pid %d: %w", pid, procfs.ErrNoProcess)
+	}
+	return nil
+}
+
+// ErrNotInTree: a pid asked to be signalled is not the agent's.
+var ErrNotInTree = errors.New("not in the agent's process tree")
+
+// signalPID signals pid if it is still the process that started at start.
+func (t *Tree) signalPID(pid int, start uint64, sig syscall.Signal) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false // ESRCH: gone already
+	}
+	defer unix.Close(fd)
+	// The pidfd pins whatever process has the pid now; the start time
+	// proves it is the one we saw in the tree.
+	if st, err := t.fs.Stat(pid); err != nil || st.StartTimeTicks != start {
+		return false
+	}
+	return unix.PidfdSendSignal(fd, sig, nil, 0) == nil
+}
+
+// killPasses bounds the process-group kill loop against a fork bomb.
+const killPasses = 100
+
+// KillTree SIGKILLs every process of the tree: cgroup.kill with a cgroup,
+// otherwise repeated passes over the tree until a pass finds nobody alive
+// (a fork bomb's new children are found by the next pass; killed
+// processes cannot fork any more).
+func (t *Tree) KillTree() (int, string, error) {
+	if t.cg != nil {
+		m, _ := t.members() // for the count only; cgroup.kill needs no list
+		t.noteKilled(m)
+		return len(m), "cgroup.kill", t.cg.Kill()
+	}
+	seen := make(map[int]uint64)
+	for pass := 0; pass < killPasses; pass++ {
+		m, err := t.members()
+		if err != nil {
+			return len(seen), "signal", err
+		}
+		// Also the whole process group in one call, cheap and immediate.
+		_ = unix.Kill(-t.main.PID(), unix.SIGKILL)
+		fresh := 0
+		for pid, start := range m {
+			if prev, ok := seen[pid]; ok && prev == start {
+				continue // signalled already; dying
+			}
+			seen[pid] = start
+			t.signalPID(pid, start, syscall.SIGKILL)
+			fresh++
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	t.noteKilled(seen)
+	return len(seen), "signal", nil
+}
+
+// Empty reports whether the main process is reaped and nothing of the
+// tree is left, zombies included.
+func (t *Tree) Empty() bool {
+	if !t.mainReaped() {
+		return false
+	}
+	if t.exclusive && t.rt.HasChildren() {
+		return false // a child of ours: alive, or a zombie not reaped yet
+	}
+	if t.cg != nil {
+		populated, err := t.cg.Populated()
+		return err == nil && !populated
+	}
+	if t.exclusive {
+		return true // every descendant of the agent is a descendant of ours
+	}
+	m, err := t.members()
+	return err == nil && len(m) == 0
+}
+
+// Killed is how many distinct live processes the ladder signalled with
+// SIGTERM or SIGKILL.
+func (t *Tree) Killed() map[int]uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[int]uint64, len(t.killed))
+	for k, v := range t.killed {
+		out[k] = v
+	}
+	return out
+}
+
+// Close releases the cgroup (removing it; it must be empty).
+func (t *Tree) Close() error {
+	if t.cg == nil {
+		return nil
+	}
+	return t.cg.Remove()
+}

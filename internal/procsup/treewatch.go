@@ -1,0 +1,139 @@
+package procsup
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/procfs"
+)
+
+// WaitEmpty returns a channel closed once Empty reports true; stop
+// releases the watcher. With a cgroup the wait is event-driven
+// (cgroup.events "populated 0"), then the main process's reaping; without,
+// the tree is re-checked on a short backoff.
+func (t *Tree) WaitEmpty() (<-chan struct{}, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if t.cg != nil {
+			if t.cg.WaitEmpty(ctx) != nil {
+				return
+			}
+			select {
+			case <-t.main.Done():
+			case <-ctx.Done():
+				return
+			}
+		}
+		t.pollEmpty(ctx)
+	}()
+	return done, func() { cancel(); <-done }
+}
+
+// pollEmpty re-checks Empty, 1 ms apart at first, then backing off to
+// 20 ms. Returns when empty or on ctx.
+func (t *Tree) pollEmpty(ctx context.Context) {
+	delay := time.Millisecond
+	if !t.exclusive && t.cg == nil {
+		delay = 5 * time.Millisecond // a full /proc scan per check
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	start := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.main.Done():
+		case <-timer.C:
+		}
+		if t.Empty() {
+			return
+		}
+		if time.Since(start) > 50*time.Millisecond && delay < 20*time.Millisecond {
+			delay *= 2
+		}
+		timer.Reset(delay)
+	}
+}
+
+// autopsyFreeze bounds how long the autopsy may wait for a freeze.
+const autopsyFreeze = 100 * time.Millisecond
+
+// Snapshot records every process of the tree for the certificate's
+// process_tree. With a cgroup the tree is frozen for the moment of the
+// snapshot, so it is consistent (nothing forks or exits in between), and
+// thawed before returning: the ladder that follows needs running
+// processes (a frozen one would not act on SIGTERM; it still dies on
+// SIGKILL). froze reports whether freezing worked; freeze=false never
+// freezes (shadow mode must not touch the agent).
+func (t *Tree) Snapshot(cmdlineMax int, freeze bool) (procs []procfs.Proc, froze bool) {
+	if t.cg != nil && freeze {
+		ctx, cancel := context.WithTimeout(context.Background(), autopsyFreeze)
+		froze = t.cg.Freeze(ctx) == nil
+		cancel()
+		defer func() {
+			if froze {
+				_ = t.cg.Thaw()
+			}
+		}()
+	}
+	pids := t.allPIDs()
+	for _, pid := range pids {
+		if p, err := t.fs.Proc(pid, cmdlineMax); err == nil {
+			procs = append(procs, p)
+		}
+	}
+	return procs, froze
+}
+
+// allPIDs is every process of the tree including zombies (an autopsy
+// shows them), sorted.
+func (t *Tree) allPIDs() []int {
+	set := make(map[int]bool)
+	if m, err := t.members(); err == nil {
+		for pid := range m {
+			set[pid] = true
+		}
+	}
+	if !t.mainReaped() {
+		set[t.main.PID()] = true
+	}
+	// Zombie children of tree members are not in cgroup.procs; show them.
+	if snap, err := t.fs.Scan(); err == nil {
+		for pid, st := range snap {
+			if st.State == 'Z' && set[st.PPID] {
+				set[pid] = true
+			}
+		}
+	}
+	pids := make([]int, 0, len(set))
+	for pid := range set {
+		pids = append(pids, pid)
+	}
+	sort.Ints(pids)
+	return pids
+}
+
+// Survivors lists what is left of the tree (after a bounded wait failed).
+func (t *Tree) Survivors(cmdlineMax int) []procfs.Proc {
+	var out []procfs.Proc
+	for _, pid := range t.allPIDs() {
+		if p, err := t.fs.Proc(pid, cmdlineMax); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Usage measures the tree for the kernel checks: processes+threads, RSS,
+// CPU ticks and, when asked, open descriptors.
+func (t *Tree) Usage(withFDs bool) (procfs.Usage, error) {
+	pids, err := t.PIDs()
+	if err != nil {
+		return procfs.Usage{}, err
+	}
+	return t.fs.Usage(pids, withFDs)
+}

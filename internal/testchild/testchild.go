@@ -1,0 +1,244 @@
+// Package testchild re-executes the test binary as a child process with a
+// named behaviour ("hang", "ignore-term", "escape", …), the way os/exec's
+// own tests do: process, signal and containment code is tested against
+// real processes, never mocks. It is imported only by tests.
+//
+// A test package calls Main from its TestMain first thing. Every helper
+// that stays alive prints "ready [pid…]" on stdout once its signal
+// handlers are in place: the readiness handshake Start waits for.
+package testchild
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/procsup"
+)
+
+// Env names the helper mode in the child's environment.
+const Env = "HK_TESTCHILD"
+
+// Main runs the helper named by $HK_TESTCHILD and exits; it returns at
+// once in the test process itself.
+func Main() {
+	mode := os.Getenv(Env)
+	if mode == "" {
+		return
+	}
+	helper(mode, os.Args[1:])
+	os.Exit(0)
+}
+
+// Spec returns a procsup.Spec that runs helper mode with args.
+func Spec(mode string, args ...string) procsup.Spec {
+	return procsup.Spec{
+		Argv: append([]string{os.Args[0]}, args...),
+		Env:  append(os.Environ(), Env+"="+mode),
+	}
+}
+
+func ready(extra ...int) {
+	parts := []string{"ready"}
+	for _, p := range extra {
+		parts = append(parts, strconv.Itoa(p))
+	}
+	fmt.Println(strings.Join(parts, " "))
+}
+
+func hang() { select {} }
+
+func helper(mode string, args []string) {
+	switch mode {
+	case "hang":
+		ready()
+		hang()
+	case "exit":
+		code, _ := strconv.Atoi(args[0])
+		os.Exit(code)
+	case "ignore-term":
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+		ready()
+		hang()
+	case "spin":
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+		ready()
+		for {
+		}
+	case "exit-on-int":
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGINT)
+		ready()
+		<-c
+		os.Exit(3)
+	case "exit-on-term":
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM)
+		signal.Ignore(syscall.SIGINT)
+		ready()
+		<-c
+		os.Exit(4)
+	case "fork-tree":
+		// N "hang" children in our process group; SIGTERM ignored.
+		n, _ := strconv.Atoi(args[0])
+		pids := make([]int, 0, n)
+		for i := 0; i < n; i++ {
+			pids = append(pids, startSelf("hang", false))
+		}
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+		ready(pids...)
+		hang()
+	case "escape":
+		// A child that starts a grandchild in a new session (setsid)
+		// ignoring SIGTERM, then exits: the grandchild is orphaned.
+		out := runSelf("middle")
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ready " + out)
+		hang()
+	case "middle":
+		fmt.Println(startSelf("escapee", true))
+		os.Exit(0)
+	case "escapee":
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+		ready()
+		hang()
+	case "mini-supervisor":
+		// A runtime of its own starting a "hang" child from a goroutine
+		// that then exits locked to its thread (which kills the thread).
+		r, err := procsup.NewRuntime(procsup.Options{})
+		if err != nil {
+			panic(err)
+		}
+		pidc := make(chan int)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+			p, err := r.Start(Spec("hang"))
+			if err != nil {
+				panic(err)
+			}
+			pidc <- p.PID()
+		}()
+		ready(<-pidc)
+		hang()
+	default:
+		fmt.Fprintln(os.Stderr, "unknown test child mode", mode)
+		os.Exit(2)
+	}
+}
+
+// startSelf starts this binary in mode with os/exec (a helper is a
+// separate process, without the runtime under test) and waits for ready.
+func startSelf(mode string, setsid bool) int {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), Env+"="+mode)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		panic(err)
+	}
+	if err := cmd.Start(); err != nil {
+		panic(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if !strings.HasPrefix(line, "ready") {
+		panic("helper not ready: " + line)
+	}
+	return cmd.Process.Pid
+}
+
+func runSelf(mode string) string {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), Env+"="+mode)
+	out, err := cmd.Output()
+	if err != nil {
+		panic(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// Child is a helper started through a runtime under test.
+type Child struct {
+	P    *procsup.Process
+	PIDs []int // pids the helper reported with "ready"
+	out  io.Closer
+}
+
+// readyTimeout is generous: the machine may be loaded.
+const readyTimeout = 30 * time.Second
+
+// Start starts helper mode through rt with spec's Env/CgroupFD/… and
+// waits for its readiness line. The child is SIGKILLed and reaped at
+// cleanup.
+func Start(t testing.TB, rt *procsup.Runtime, mode string, spec procsup.Spec, args ...string) *Child {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Spec(mode, args...)
+	spec.Argv = base.Argv
+	spec.Env = append(base.Env, spec.Env...)
+	spec.Stdout = w
+	p, err := rt.Start(spec)
+	w.Close()
+	if err != nil {
+		r.Close()
+		t.Fatalf("start %s: %v", mode, err)
+	}
+	c := &Child{P: p, out: r}
+	t.Cleanup(func() {
+		_ = p.Signal(syscall.SIGKILL)
+		r.Close()
+		<-p.Done()
+	})
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		lines <- line
+	}()
+	timer := time.NewTimer(readyTimeout)
+	defer timer.Stop()
+	select {
+	case line := <-lines:
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "ready" {
+			t.Fatalf("helper %s exited before it was ready (%q)", mode, line)
+		}
+		for _, s := range f[1:] {
+			pid, err := strconv.Atoi(s)
+			if err != nil {
+				t.Fatalf("helper %s: bad pid %q", mode, s)
+			}
+			c.PIDs = append(c.PIDs, pid)
+		}
+	case <-timer.C:
+		t.Fatalf("helper %s not ready after %s", mode, readyTimeout)
+	}
+	return c
+}
+
+// Alive reports whether pid exists and is not a zombie.
+func Alive(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// Exists reports whether pid has a /proc entry at all (zombies included).
+func Exists(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
+}
