@@ -1,0 +1,103 @@
+// Package escalate owns how an agent dies: the ladder of DESIGN §4 as one
+// bounded sequence — last words, the cooperative stage (directive and
+// signal), grace, SIGTERM+SIGCONT to the tree, grace, SIGKILL to the tree,
+// and the wait until everything is reaped. Each step leaves early when its
+// goal is met and is recorded with its wall time and duration.
+//
+// The ladder never decides whether to kill (that is package symptoms) and
+// never writes records (package certs); it only acts on a Target. Once
+// started it cannot be cancelled — a kill stopped half way is worse than
+// either outcome — but it can be hurried straight to SIGKILL.
+package escalate
+
+import (
+	"syscall"
+	"time"
+)
+
+// Stage is how far the ladder went before the tree was empty.
+type Stage string
+
+// Stages, in order.
+const (
+	StageNone        Stage = "none" // the agent was gone before anything was sent
+	StageCooperative Stage = "cooperative"
+	StageSIGTERM     Stage = "sigterm"
+	StageSIGKILL     Stage = "sigkill"
+)
+
+// Step names recorded in the shutdown log.
+const (
+	StepDumpSignal  = "dump_signal_sent"
+	StepDirective   = "directive_sent"
+	StepCoopSignal  = "coop_signal_sent"
+	StepCoopWait    = "coop_wait"
+	StepSIGTERM     = "sigterm_sent"
+	StepTermWait    = "term_wait"
+	StepSIGKILL     = "sigkill_sent"
+	StepReaped      = "reaped"
+	StepMainExited  = "main_exited"
+	StepReapTimeout = "reap_timeout"
+)
+
+// Target is the agent's process tree as the ladder sees it.
+type Target interface {
+	// SignalMain signals the main process; an exited main is not an error.
+	SignalMain(sig syscall.Signal) error
+	// SignalTree signals every process of the tree and reports how many.
+	SignalTree(sig syscall.Signal) (int, error)
+	// KillTree SIGKILLs every process of the tree (cgroup.kill where
+	// available) and reports how many were signalled and how.
+	KillTree() (n int, method string, err error)
+	// MainExited is closed once the main process has been reaped.
+	MainExited() <-chan struct{}
+	// Empty reports whether the main process is reaped and no process of
+	// the tree is left.
+	Empty() bool
+	// WaitEmpty returns a channel closed once Empty would report true;
+	// stop releases the watcher early.
+	WaitEmpty() (done <-chan struct{}, stop func())
+}
+
+// Plan is one run of the ladder.
+type Plan struct {
+	// Dump, when set, sends the agent's announced DUMP_SIGNAL (named by
+	// DumpSignal, for the record) to the process that announced it, before
+	// the cooperative stage; the ladder then waits DumpWait so the agent's
+	// stack traces reach its stderr (the "last words").
+	Dump       func() error
+	DumpSignal syscall.Signal
+	DumpWait   time.Duration
+	// Directive sends the STOP directive to the agent's bound clients and
+	// returns how many got it; nil when there is no one to send to.
+	Directive func() int
+	// CoopSignal is sent to the main process at the cooperative stage; 0
+	// means none.
+	CoopSignal syscall.Signal
+	CoopGrace  time.Duration
+	TermGrace  time.Duration
+	// ReapTimeout bounds the wait after SIGKILL; processes still present
+	// then (D state) are survivors.
+	ReapTimeout time.Duration
+	// Hurry, when closed, skips the remaining graces straight to SIGKILL
+	// (a second Ctrl-C).
+	Hurry <-chan struct{}
+	// OnStep is called after each step is recorded (audit log, events).
+	OnStep func(Step)
+}
+
+// Step is one recorded action of the ladder.
+type Step struct {
+	Name     string
+	At       time.Time
+	Duration time.Duration
+	Detail   map[string]any
+}
+
+// Result is what the ladder did.
+type Result struct {
+	Reached Stage
+	Steps   []Step
+	// Empty is false when processes survived the bounded wait after SIGKILL.
+	Empty bool
+}

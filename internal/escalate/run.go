@@ -1,0 +1,272 @@
+package escalate
+
+import (
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// settle is how long the cooperative stage waits, after the main process
+// exited, for the rest of the tree to go with it before SIGTERM is sent to
+// the survivors (children exiting along with their parent).
+const settle = 50 * time.Millisecond
+
+// DefaultReapTimeout bounds the wait after SIGKILL when the plan sets none.
+const DefaultReapTimeout = 3 * time.Second
+
+// Run climbs the ladder against t and returns what it did. Every wait is
+// bounded by the plan; Run returns once the tree is empty or the bounded
+// wait after SIGKILL is over. It cannot be cancelled, only hurried.
+func Run(t Target, p Plan) Result {
+	if p.ReapTimeout <= 0 {
+		p.ReapTimeout = DefaultReapTimeout
+	}
+	r := &runner{t: t, p: p, res: Result{Reached: StageNone}}
+	r.run()
+	return r.res
+}
+
+type runner struct {
+	t          Target
+	p          Plan
+	res        Result
+	mainGone   bool
+	mainLogged bool
+}
+
+func (r *runner) record(name string, at time.Time, detail map[string]any) {
+	s := Step{Name: name, At: at, Duration: time.Since(at), Detail: detail}
+	r.res.Steps = append(r.res.Steps, s)
+	if r.p.OnStep != nil {
+		r.p.OnStep(s)
+	}
+}
+
+func (r *runner) hurried() bool {
+	select {
+	case <-r.p.Hurry:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *runner) mainExited() bool {
+	if r.mainGone {
+		return true
+	}
+	select {
+	case <-r.t.MainExited():
+		r.noteMainExit()
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *runner) noteMainExit() {
+	r.mainGone = true
+	if !r.mainLogged {
+		r.mainLogged = true
+		r.record(StepMainExited, time.Now(), nil)
+	}
+}
+
+func (r *runner) run() {
+	if r.t.Empty() {
+		r.res.Empty = true
+		return // already exited: success, nothing to send
+	}
+	select {
+	case <-r.t.MainExited():
+		// Gone before the ladder began (survivors of a main process
+		// that exited by itself): not a step of this ladder.
+		r.mainGone, r.mainLogged = true, true
+	default:
+	}
+	if r.p.Dump != nil && !r.mainExited() && !r.hurried() {
+		at := time.Now()
+		err := r.p.Dump()
+		if err == nil {
+			r.waitMain(r.p.DumpWait)
+		}
+		r.record(StepDumpSignal, at, detail("signal", sigName(r.p.DumpSignal), "error", err))
+	}
+	if r.cooperative() {
+		return
+	}
+	if r.terminate() {
+		return
+	}
+	r.kill()
+}
+
+// cooperative runs stage 1-2; it reports true when the tree emptied.
+func (r *runner) cooperative() bool {
+	if r.hurried() {
+		return false
+	}
+	asked := false
+	if r.p.Directive != nil && !r.mainExited() {
+		at := time.Now()
+		if n := r.p.Directive(); n > 0 {
+			asked = true
+			r.record(StepDirective, at, detail("clients", n))
+		}
+	}
+	if r.p.CoopSignal != 0 && !r.mainExited() {
+		at := time.Now()
+		err := r.t.SignalMain(r.p.CoopSignal)
+		r.record(StepCoopSignal, at, detail("signal", sigName(r.p.CoopSignal), "error", err))
+		asked = asked || err == nil
+	}
+	if !asked {
+		return false // nobody to hear a cooperative request
+	}
+	r.res.Reached = StageCooperative
+	at := time.Now()
+	ended := r.waitMain(r.p.CoopGrace)
+	if ended == "main_exited" {
+		deadline := at.Add(r.p.CoopGrace)
+		wait := min(settle, time.Until(deadline))
+		if r.waitEmpty(wait) {
+			ended = "tree_empty"
+		}
+	}
+	r.record(StepCoopWait, at, detail("ended_by", ended))
+	if r.t.Empty() {
+		r.res.Empty = true
+		return true
+	}
+	return false
+}
+
+// terminate runs stage 3; it reports true when the tree emptied.
+func (r *runner) terminate() bool {
+	if r.hurried() {
+		return false
+	}
+	r.res.Reached = StageSIGTERM
+	at := time.Now()
+	n, err := r.t.SignalTree(syscall.SIGTERM)
+	// SIGCONT so that stopped processes wake up and can act on SIGTERM.
+	_, _ = r.t.SignalTree(syscall.SIGCONT)
+	r.record(StepSIGTERM, at, detail("procs", n, "error", err))
+	at = time.Now()
+	emptied := r.waitEmpty(r.p.TermGrace)
+	ended := "grace_elapsed"
+	switch {
+	case emptied:
+		ended = "tree_empty"
+	case r.hurried():
+		ended = "hurry"
+	}
+	r.record(StepTermWait, at, detail("ended_by", ended))
+	if emptied {
+		r.res.Empty = true
+	}
+	return emptied
+}
+
+// kill runs stages 4-5.
+func (r *runner) kill() {
+	r.res.Reached = StageSIGKILL
+	at := time.Now()
+	n, method, err := r.t.KillTree()
+	r.record(StepSIGKILL, at, detail("procs", n, "method", method, "error", err))
+	at = time.Now()
+	if r.waitEmpty(r.p.ReapTimeout) {
+		r.res.Empty = true
+		r.record(StepReaped, at, nil)
+		return
+	}
+	r.record(StepReapTimeout, at, detail("timeout_ms", r.p.ReapTimeout.Milliseconds()))
+}
+
+// waitMain waits up to d for the main process to exit, or a hurry. It
+// reports what ended the wait.
+func (r *runner) waitMain(d time.Duration) string {
+	if r.mainExited() {
+		return "main_exited"
+	}
+	if d <= 0 {
+		return "grace_elapsed"
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.t.MainExited():
+		r.noteMainExit()
+		return "main_exited"
+	case <-t.C:
+		return "grace_elapsed"
+	case <-r.p.Hurry:
+		return "hurry"
+	}
+}
+
+// waitEmpty waits up to d for the tree to be empty; a hurry ends it early
+// (but not the bounded wait after SIGKILL, which no hurry can shorten).
+func (r *runner) waitEmpty(d time.Duration) bool {
+	if r.t.Empty() {
+		r.mainExited()
+		return true
+	}
+	if d <= 0 {
+		return false
+	}
+	done, stop := r.t.WaitEmpty()
+	defer stop()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	hurry := r.p.Hurry
+	if r.res.Reached == StageSIGKILL {
+		hurry = nil
+	}
+	mainC := r.t.MainExited()
+	if r.mainGone {
+		mainC = nil
+	}
+	for {
+		select {
+		case <-done:
+			r.mainExited()
+			return true
+		case <-mainC:
+			r.noteMainExit()
+			mainC = nil
+		case <-t.C:
+			return r.t.Empty()
+		case <-hurry:
+			return false
+		}
+	}
+}
+
+func detail(kv ...any) map[string]any {
+	m := make(map[string]any, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		k := kv[i].(string)
+		switch v := kv[i+1].(type) {
+		case nil:
+		case error:
+			if v != nil {
+				m[k] = v.Error()
+			}
+		default:
+			m[k] = v
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+func sigName(s syscall.Signal) string {
+	if n := unix.SignalName(s); n != "" {
+		return n
+	}
+	return s.String()
+}
