@@ -39,6 +39,10 @@ const (
 	RestartAlways    RestartPolicy = "always"
 )
 
+// StartupFloor is the least startup_timeout derived from heartbeat_timeout
+// (see Normalize); an explicit startup_timeout may be shorter.
+const StartupFloor = 10 * time.Second
+
 // Built-in defaults; DefaultAgent returns them assembled.
 const (
 	defaultCoopSignal          = syscall.SIGINT
@@ -95,7 +99,7 @@ type Escalation struct {
 // pointer mean the check is off; a non-nil pointer always has at least one
 // threshold set.
 type Checks struct {
-	StartupTimeout      time.Duration // startup_timeout: READY or a first heartbeat within this; defaults to heartbeat_timeout (see Normalize)
+	StartupTimeout      time.Duration // startup_timeout: READY or a first heartbeat within this; defaults to heartbeat_timeout, at least 10s (see Normalize)
 	HeartbeatTimeout    time.Duration // heartbeat_timeout: a heartbeat within this; also WATCHDOG_USEC
 	HeartbeatTimeoutMin time.Duration // heartbeat_timeout_min: lowest WATCHDOG_USEC an agent may set (default 100ms, lowered to the max when above it)
 	HeartbeatTimeoutMax time.Duration // heartbeat_timeout_max: highest WATCHDOG_USEC an agent may set (default heartbeat_timeout)
@@ -207,8 +211,10 @@ func clonePtr[T any](p *T) *T {
 
 // Normalize fills the defaults that derive from other fields. Call it once,
 // after flags were applied on top of a file, before Validate:
-//   - startup_timeout = heartbeat_timeout when unset (an agent that never
-//     beats must still die);
+//   - startup_timeout = heartbeat_timeout, but at least StartupFloor, when
+//     unset: an agent that never beats must still die, but an interpreter
+//     that takes a few seconds to load its imports is not wedged (a tight
+//     heartbeat timeout applies once the agent said READY or beat);
 //   - heartbeat_timeout_max = heartbeat_timeout when unset (an agent may
 //     tighten its watchdog but not loosen it);
 //   - heartbeat_timeout_min is lowered to heartbeat_timeout_max when above it;
@@ -216,8 +222,8 @@ func clonePtr[T any](p *T) *T {
 //   - a check without any threshold (memory: {}) becomes nil.
 func (a *Agent) Normalize() {
 	c := &a.Checks
-	if c.StartupTimeout == 0 {
-		c.StartupTimeout = c.HeartbeatTimeout
+	if c.StartupTimeout == 0 && c.HeartbeatTimeout > 0 {
+		c.StartupTimeout = max(c.HeartbeatTimeout, StartupFloor)
 	}
 	if c.HeartbeatTimeoutMax == 0 {
 		c.HeartbeatTimeoutMax = c.HeartbeatTimeout

@@ -477,7 +477,7 @@ func TestNormalize(t *testing.T) {
 		want Checks
 	}{
 		{
-			name: "startup and max follow the heartbeat timeout",
+			name: "startup (at least the floor) and max follow the heartbeat timeout",
 			in:   Checks{HeartbeatTimeout: 30 * time.Second, HeartbeatTimeoutMin: 100 * time.Millisecond, SampleInterval: time.Second},
 			want: Checks{StartupTimeout: 30 * time.Second, HeartbeatTimeout: 30 * time.Second, HeartbeatTimeoutMin: 100 * time.Millisecond, HeartbeatTimeoutMax: 30 * time.Second, SampleInterval: time.Second},
 		},
@@ -494,7 +494,7 @@ func TestNormalize(t *testing.T) {
 		{
 			name: "min lowered to a tight max",
 			in:   Checks{HeartbeatTimeout: 50 * time.Millisecond, HeartbeatTimeoutMin: 100 * time.Millisecond, SampleInterval: time.Second},
-			want: Checks{StartupTimeout: 50 * time.Millisecond, HeartbeatTimeout: 50 * time.Millisecond, HeartbeatTimeoutMin: 50 * time.Millisecond, HeartbeatTimeoutMax: 50 * time.Millisecond, SampleInterval: time.Second},
+			want: Checks{StartupTimeout: StartupFloor, HeartbeatTimeout: 50 * time.Millisecond, HeartbeatTimeoutMin: 50 * time.Millisecond, HeartbeatTimeoutMax: 50 * time.Millisecond, SampleInterval: time.Second},
 		},
 		{
 			name: "checks without thresholds are dropped",
@@ -515,10 +515,10 @@ func TestNormalizeAfterFlags(t *testing.T) {
 	// supervise: a file with a heartbeat timeout, then --heartbeat-timeout.
 	a, err := ParseAgent([]byte("checks: {heartbeat_timeout: 30s}\n"), "a.yaml", nil)
 	require.NoError(t, err)
-	a.Checks.HeartbeatTimeout = 5 * time.Second
+	a.Checks.HeartbeatTimeout = 20 * time.Second
 	a.Normalize()
-	require.Equal(t, 5*time.Second, a.Checks.StartupTimeout)
-	require.Equal(t, 5*time.Second, a.Checks.HeartbeatTimeoutMax)
+	require.Equal(t, 20*time.Second, a.Checks.StartupTimeout)
+	require.Equal(t, 20*time.Second, a.Checks.HeartbeatTimeoutMax)
 }
 
 func TestValidate(t *testing.T) {

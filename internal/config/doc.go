@@ -101,8 +101,8 @@
 //	                      # its stack traces, before the ladder
 //	checks:               # symptom checks (DESIGN §3); all off by default
 //	  startup_timeout: 60s    # duration (--startup-timeout); default:
-//	                          # heartbeat_timeout (an agent that never beats
-//	                          # must still die)
+//	                          # heartbeat_timeout but at least 10s (an agent
+//	                          # that never beats must still die)
 //	  heartbeat_timeout: 30s  # duration (--heartbeat-timeout); also passed to
 //	                          # the agent as WATCHDOG_USEC
 //	  heartbeat_timeout_min: 100ms # duration: lowest WATCHDOG_USEC an agent may
