@@ -1,0 +1,105 @@
+package heartbeat
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxClients bounds the set of bound client addresses remembered per agent.
+const maxClients = 64
+
+// StopDirective is the cooperative-stage directive of DESIGN §2.1.
+func StopDirective(check, reason string, grace time.Duration) []byte {
+	var b strings.Builder
+	b.WriteString("STOP=1\nCHECK=")
+	b.WriteString(oneLine(check))
+	b.WriteString("\nREASON=")
+	b.WriteString(oneLine(reason))
+	b.WriteString("\nGRACE_USEC=")
+	b.WriteString(strconv.FormatInt(grace.Microseconds(), 10))
+	return []byte(b.String())
+}
+
+// WarningDirective tells clients about a warning symptom.
+func WarningDirective(check, message string) []byte {
+	return []byte("WARNING=" + oneLine(check) + ": " + oneLine(message))
+}
+
+func oneLine(s string) string {
+	return strings.NewReplacer("\n", " ", "\r", " ").Replace(s)
+}
+
+// addClient remembers a bound sender's address for Broadcast. Only an
+// absolute path or an abstract name ("@…") names the same socket from here:
+// a relative path would be resolved against hermeskilld's working directory,
+// not the agent's, and reach some other socket or none.
+func (s *Socket) addClient(addr string) {
+	if addr == "" || addr[0] != '/' && addr[0] != '@' {
+		return
+	}
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	if _, ok := s.clients[addr]; ok {
+		return
+	}
+	if len(s.clients) >= maxClients {
+		for k := range s.clients { // evict an arbitrary one
+			delete(s.clients, k)
+			break
+		}
+	}
+	s.clients[addr] = struct{}{}
+}
+
+// Clients is how many bound client addresses can receive directives.
+func (s *Socket) Clients() int {
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	return len(s.clients)
+}
+
+// Broadcast sends payload to every bound client that sent an authenticated
+// message, without blocking: a client whose queue is full misses it, a
+// client that is gone is forgotten. It returns how many clients got it.
+func (s *Socket) Broadcast(payload []byte) int {
+	s.clientsMu.Lock()
+	addrs := make([]string, 0, len(s.clients))
+	for a := range s.clients {
+		addrs = append(addrs, a)
+	}
+	s.clientsMu.Unlock()
+	if len(addrs) == 0 {
+		return 0
+	}
+	rc, err := s.conn.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	sent := 0
+	for _, a := range addrs {
+		var sendErr error
+		if err := rc.Write(func(fd uintptr) bool {
+			sendErr = unix.Sendto(int(fd), payload, unix.MSG_DONTWAIT, &unix.SockaddrUnix{Name: a})
+			return true
+		}); err != nil {
+			sendErr = err
+		}
+		switch {
+		case sendErr == nil:
+			sent++
+			s.stats.directivesSent.Add(1)
+		case errors.Is(sendErr, unix.ECONNREFUSED), errors.Is(sendErr, unix.ENOENT):
+			s.clientsMu.Lock()
+			delete(s.clients, a)
+			s.clientsMu.Unlock()
+			s.stats.directivesDropped.Add(1)
+		default:
+			s.stats.directivesDropped.Add(1)
+		}
+	}
+	return sent
+}

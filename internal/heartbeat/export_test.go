@@ -1,0 +1,7 @@
+package heartbeat
+
+// Internal limits, for the external tests.
+const (
+	QueueLen = queueLen
+	MaxText  = maxText
+)

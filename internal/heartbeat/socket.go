@@ -1,0 +1,339 @@
+package heartbeat
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Socket errors.
+var (
+	ErrPathTooLong = errors.New("socket path too long for sun_path (max 107 bytes)")
+	ErrInUse       = errors.New("socket path is in use by a live listener")
+	ErrNotSocket   = errors.New("path exists and is not a socket")
+)
+
+// maxPath is sizeof(sun_path) minus the terminating NUL (unix(7)).
+const maxPath = 107
+
+// queueLen is how many authenticated messages may wait for the consumer
+// before new ones are dropped; the reader never blocks on the consumer, so
+// the kernel queue (net.unix.max_dgram_qlen, often only 10) keeps draining.
+const queueLen = 1024
+
+// Received is one authenticated message.
+type Received struct {
+	Msg Message
+	// At is when the datagram was read: the heartbeat clock runs on it.
+	At time.Time
+	// PID and UID are the sender's, from SCM_CREDENTIALS.
+	PID, UID int
+	// Client is the sender's bound address ("@…" abstract or a path), ""
+	// when it did not bind; directives can only reach bound clients.
+	Client string
+}
+
+// Config describes one agent's socket.
+type Config struct {
+	// Path of the socket; its directory must already exist, be private
+	// (see PrepareDir) and the path must fit in sun_path.
+	Path string
+	// UID and GID own the socket (the agent's user); -1 keeps ours.
+	UID, GID int
+	// Auth decides tree membership of a sender pid; nil accepts any pid
+	// (uid checks still apply) and is meant for tests only.
+	Auth Authenticator
+	// Rate is the sustained datagrams/s accepted before drops; 0 = no limit.
+	Rate int
+}
+
+// Socket is a listening heartbeat socket. Its reader goroutine starts in
+// Listen and stops in Close.
+type Socket struct {
+	conn  *net.UnixConn
+	path  string
+	uid   int
+	auth  *authCache
+	rate  rateLimiter
+	out   chan Received
+	stats Stats
+
+	clientsMu sync.Mutex
+	clients   map[string]struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+	done      chan struct{}
+}
+
+// Listen creates the socket at cfg.Path (replacing a stale socket left by a
+// crash, refusing one a live process still listens on), makes it 0600 owned
+// by the agent's user, enables SO_PASSCRED and starts the reader.
+func Listen(cfg Config) (*Socket, error) {
+	if len(cfg.Path) > maxPath {
+		return nil, fmt.Errorf("%q (%d bytes): %w", cfg.Path, len(cfg.Path), ErrPathTooLong)
+	}
+	if err := removeStale(cfg.Path); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("socket", err)
+	}
+	f := os.NewFile(uintptr(fd), cfg.Path)
+	defer f.Close()
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: cfg.Path}); err != nil {
+		return nil, fmt.Errorf("bind %s: %w", cfg.Path, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.Remove(cfg.Path)
+		}
+	}()
+	if err := secureSocketFile(cfg.Path, cfg.UID, cfg.GID); err != nil {
+		return nil, err
+	}
+	// SO_PASSCRED after bind: on an unbound socket it would autobind an
+	// abstract name (unix(7)). With it, every datagram carries the sender's
+	// kernel-verified pid/uid/gid even when the sender attached none.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		return nil, os.NewSyscallError("setsockopt SO_PASSCRED", err)
+	}
+	// A larger buffer absorbs bursts; the datagram count limit
+	// (max_dgram_qlen) still applies, hence the dedicated reader.
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 1<<20) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
+	}
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, err
+	}
+	uid := cfg.UID
+	if uid < 0 {
+		uid = os.Geteuid()
+	}
+	s := &Socket{
+		conn:    c.(*net.UnixConn),
+		path:    cfg.Path,
+		uid:     uid,
+		auth:    newAuthCache(cfg.Auth),
+		rate:    newRateLimiter(cfg.Rate),
+		out:     make(chan Received, queueLen),
+		clients: make(map[string]struct{}),
+		done:    make(chan struct{}),
+	}
+	ok = true
+	go s.read()
+	return s, nil
+}
+
+// secureSocketFile makes the freshly bound socket file at path mode 0600,
+// owned by uid/gid (-1 keeps ours), without following a symlink. The
+// directory belongs to the agent's user, who can replace the socket file by
+// a symlink between bind(2) and chmod(2), and chmod(2) follows symlinks: as
+// root that would chmod any file on the host. So the file is opened with
+// O_PATH|O_NOFOLLOW, checked to be a socket, and changed through that
+// descriptor (chmod of /proc/self/fd/N reaches exactly its inode, as glibc's
+// fchmodat(AT_SYMLINK_NOFOLLOW) does; fchmod(2) refuses O_PATH descriptors).
+func secureSocketFile(path string, uid, gid int) error {
+	// With O_PATH, O_NOFOLLOW opens a symlink itself: fstat then sees it.
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return fmt.Errorf("%s was replaced after bind: %w", path, ErrNotSocket)
+	}
+	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), 0o600); err != nil {
+		return &os.PathError{Op: "chmod", Path: path, Err: err}
+	}
+	if uid >= 0 || gid >= 0 {
+		if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
+			return &os.PathError{Op: "chown", Path: path, Err: err}
+		}
+	}
+	return nil
+}
+
+// removeStale removes a socket file nobody listens on any more.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%s: %w", path, ErrNotSocket)
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("socket", err)
+	}
+	defer unix.Close(fd)
+	err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
+	switch {
+	case err == nil:
+		return fmt.Errorf("%s: %w", path, ErrInUse)
+	case errors.Is(err, unix.ECONNREFUSED):
+		return os.Remove(path)
+	default:
+		return fmt.Errorf("probe %s: %w", path, err)
+	}
+}
+
+// Path is the socket's filesystem path.
+func (s *Socket) Path() string { return s.path }
+
+// C delivers authenticated messages in arrival order.
+func (s *Socket) C() <-chan Received { return s.out }
+
+// Stats returns a snapshot of the counters.
+func (s *Socket) Stats() StatsSnapshot { return s.stats.snapshot() }
+
+// Close stops the reader, waits for it and removes the socket file. The
+// channel returned by C is closed. Later calls return the first call's
+// result and do nothing: in particular they never remove a socket file that
+// a new Listen has bound at the same path since.
+func (s *Socket) Close() error {
+	s.closeOnce.Do(func() {
+		err := s.conn.Close()
+		<-s.done
+		if rmErr := os.Remove(s.path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) && err == nil {
+			err = rmErr
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
+}
+
+// oobSize holds SCM_CREDENTIALS plus SCM_RIGHTS for the kernel's maximum of
+// 253 descriptors per message (SCM_MAX_FD).
+var oobSize = unix.CmsgSpace(unix.SizeofUcred) + unix.CmsgSpace(253*4)
+
+func (s *Socket) read() {
+	defer close(s.done)
+	defer close(s.out)
+	buf := make([]byte, MaxDatagram)
+	oob := make([]byte, oobSize)
+	for {
+		n, oobn, flags, addr, err := s.conn.ReadMsgUnix(buf, oob)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.stats.readErrors.Add(1)
+			continue
+		}
+		now := time.Now()
+		s.stats.received.Add(1)
+		cred, drop := s.screen(flags, oob[:oobn], now)
+		// Close the descriptors passed along only now, whatever the
+		// verdict: a sender blocked on BARRIER=1 (systemd-notify) exits as
+		// soon as they are closed, and must still exist while screen
+		// authenticates it; closed first, it would often be Gone.
+		closeFDs(oob[:oobn], &s.stats)
+		if drop != nil {
+			drop.Add(1)
+			continue
+		}
+		var r Received
+		if err := Parse(buf[:n], &r.Msg); err != nil {
+			s.stats.malformed.Add(1)
+			continue
+		}
+		s.stats.badFields.Add(uint64(r.Msg.BadFields))
+		r.At, r.PID, r.UID = now, int(cred.Pid), int(cred.Uid)
+		if addr != nil && addr.Name != "" {
+			r.Client = addr.Name
+			s.addClient(addr.Name)
+		}
+		select {
+		case s.out <- r:
+			s.stats.accepted.Add(1)
+		default:
+			s.stats.overflow.Add(1)
+		}
+	}
+}
+
+// screen decides whether a datagram read with flags and control messages
+// ctl may go on to be parsed: it returns the sender's credentials, and the
+// counter of the reason to drop it or nil.
+func (s *Socket) screen(flags int, ctl []byte, now time.Time) (unix.Ucred, *atomic.Uint64) {
+	cred, haveCred := credentials(ctl)
+	switch {
+	case flags&unix.MSG_TRUNC != 0:
+		return cred, &s.stats.oversize
+	case flags&unix.MSG_CTRUNC != 0 || !haveCred:
+		return cred, &s.stats.malformed
+	case int(cred.Uid) != s.uid && cred.Uid != 0:
+		return cred, &s.stats.forged
+	}
+	switch s.auth.verdict(int(cred.Pid), now) {
+	case NotMember:
+		return cred, &s.stats.forged
+	case Gone:
+		return cred, &s.stats.unverifiable
+	}
+	// Rate limiting comes after authentication: the budget is the
+	// agent's, and a forger flooding the socket must neither spend it
+	// (starving the agent's real heartbeats into a heartbeat_timeout
+	// kill) nor hide among datagrams counted as rate-limited.
+	if !s.rate.allow(now) {
+		return cred, &s.stats.rateLimited
+	}
+	return cred, nil
+}
+
+// credentials returns the sender's SCM_CREDENTIALS from the control
+// messages ctl; SO_PASSCRED makes the kernel attach them to every datagram.
+func credentials(ctl []byte) (unix.Ucred, bool) {
+	for len(ctl) > 0 {
+		hdr, data, rest, err := unix.ParseOneSocketControlMessage(ctl)
+		if err != nil {
+			break
+		}
+		ctl = rest
+		if hdr.Level == unix.SOL_SOCKET && hdr.Type == unix.SCM_CREDENTIALS && len(data) >= unix.SizeofUcred {
+			return *(*unix.Ucred)(unsafe.Pointer(&data[0])), true
+		}
+	}
+	return unix.Ucred{}, false
+}
+
+// closeFDs closes every file descriptor passed in the control messages
+// ctl (SCM_RIGHTS): nothing here wants them, and closing completes a
+// BARRIER=1 (sd_notify_barrier(3) waits for its pipe to be closed).
+func closeFDs(ctl []byte, st *Stats) {
+	for len(ctl) > 0 {
+		hdr, data, rest, err := unix.ParseOneSocketControlMessage(ctl)
+		if err != nil {
+			break
+		}
+		ctl = rest
+		if hdr.Level != unix.SOL_SOCKET || hdr.Type != unix.SCM_RIGHTS {
+			continue
+		}
+		for i := 0; i+4 <= len(data); i += 4 {
+			fd := *(*int32)(unsafe.Pointer(&data[i]))
+			unix.Close(int(fd))
+			st.fdsClosed.Add(1)
+		}
+	}
+}
