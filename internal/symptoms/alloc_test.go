@@ -1,0 +1,50 @@
+//go:build !race
+
+package symptoms
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestHotPathDoesNotAllocate: a healthy agent's heartbeats, tool calls and
+// samples, and the timer's Tick and NextDeadline, cost no allocation.
+// (Not under -race, which changes what escapes.)
+func TestHotPathDoesNotAllocate(t *testing.T) {
+	start := time.Now()
+	e := New(typicalConfig(), start)
+	e.Observe(msg(ready), start)
+	beat := typicalBeat()
+	call := msg(watchdog, tool("search", strings.Repeat("ab", 32)))
+	names := []string{"search", "fetch", "write", "read"}
+	sample := Sample{RSSBytes: 300 << 20, CPUPercent: 40, Procs: 12, FDs: 80, HaveFDs: true}
+	now := start
+	i := 0
+	for name, f := range map[string]func(){
+		"Observe": func() {
+			beat.Progress, beat.Tokens = uint64(i), uint64(i)*100
+			e.Observe(beat, now)
+		},
+		"Observe with a tool call": func() {
+			call.Tool = names[i%len(names)]
+			e.Observe(call, now)
+		},
+		"ObserveSample": func() { e.ObserveSample(sample, now) },
+		"Tick and NextDeadline": func() {
+			e.Tick(now)
+			e.NextDeadline()
+		},
+	} {
+		allocs := testing.AllocsPerRun(1000, func() {
+			i++
+			now = now.Add(time.Millisecond)
+			f()
+		})
+		require.Zero(t, allocs, name)
+	}
+	_, ok := e.Terminal()
+	require.False(t, ok)
+}

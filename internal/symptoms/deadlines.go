@@ -1,0 +1,109 @@
+package symptoms
+
+import (
+	"fmt"
+	"time"
+)
+
+// deadline is one armed timeout.
+type deadline struct {
+	check Check
+	at    time.Time
+	// since is what the clock counts from, for the message.
+	since   time.Time
+	timeout time.Duration
+}
+
+// maxDeadlines is how many deadlines can be armed at once: max_runtime and
+// stop_timeout, or max_runtime, startup or heartbeat, and progress.
+const maxDeadlines = 3
+
+// deadlines lists the timeouts currently armed, in buf (so that the hot
+// path does not allocate). None is armed once a terminal symptom fired:
+// nothing more will be acted on.
+func (e *Engine) deadlines(buf *[maxDeadlines]deadline) []deadline {
+	ds := buf[:0]
+	if e.terminal != nil {
+		return ds
+	}
+	c := e.cfg
+	if c.MaxRuntime > 0 {
+		ds = append(ds, deadline{MaxRuntime, e.st.Started.Add(c.MaxRuntime), e.st.Started, c.MaxRuntime})
+	}
+	if e.st.Stopping {
+		if c.StopTimeout > 0 {
+			at := later(e.stoppingAt.Add(c.StopTimeout), e.stopExtend)
+			ds = append(ds, deadline{StopTimeout, at, e.stoppingAt, c.StopTimeout})
+		}
+		return ds // heartbeat and progress checks pause while stopping
+	}
+	starting := !e.beatSeen && c.StartupTimeout > 0
+	if starting {
+		at := later(e.st.Started.Add(c.StartupTimeout), e.startupExtend)
+		ds = append(ds, deadline{StartupTimeout, at, e.st.Started, c.StartupTimeout})
+	} else if t := e.st.HeartbeatTimeout; e.beatSeen && t > 0 {
+		ds = append(ds, deadline{HeartbeatTimeout, e.st.LastHeartbeat.Add(t), e.st.LastHeartbeat, t})
+	}
+	// The startup deadline governs until READY or the first heartbeat (a
+	// slow start is no wedged main loop); without one, an agent that never
+	// reports must still die, so the progress clock runs from the start.
+	if c.ProgressTimeout > 0 && !starting {
+		ds = append(ds, deadline{ProgressTimeout, e.st.LastProgressAt.Add(c.ProgressTimeout), e.st.LastProgressAt, c.ProgressTimeout})
+	}
+	return ds
+}
+
+// NextDeadline is the earliest armed deadline; ok is false when none is.
+// The caller arms one timer for it and calls Tick when it fires.
+func (e *Engine) NextDeadline() (at time.Time, ok bool) {
+	var buf [maxDeadlines]deadline
+	for _, d := range e.deadlines(&buf) {
+		if !ok || d.at.Before(at) {
+			at, ok = d.at, true
+		}
+	}
+	return at, ok
+}
+
+// Tick evaluates the armed deadlines at now (monotonic comparison) and
+// returns the terminal symptom of the earliest one that passed, if any.
+func (e *Engine) Tick(now time.Time) []Symptom {
+	var buf [maxDeadlines]deadline
+	first := -1
+	ds := e.deadlines(&buf)
+	for i, d := range ds {
+		if now.Before(d.at) {
+			continue
+		}
+		if first < 0 || d.at.Before(ds[first].at) {
+			first = i
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	return e.fire(e.timeoutSymptom(ds[first], now))
+}
+
+func (e *Engine) timeoutSymptom(d deadline, now time.Time) Symptom {
+	elapsed := now.Sub(d.since)
+	s := Symptom{At: now, Check: d.check, Severity: Terminal,
+		Observed: fmtSeconds(elapsed), Threshold: d.timeout.String()}
+	switch d.check {
+	case StartupTimeout:
+		s.Message = fmt.Sprintf("no READY or heartbeat %s after start (startup timeout %s)", fmtSeconds(elapsed), d.timeout)
+	case HeartbeatTimeout:
+		s.Message = fmt.Sprintf("no heartbeat for %s (timeout %s)", fmtSeconds(elapsed), d.timeout)
+	case ProgressTimeout:
+		s.Message = fmt.Sprintf("no progress for %s (last step %d, timeout %s)", fmtSeconds(elapsed), e.st.Progress, d.timeout)
+	case MaxRuntime:
+		s.Message = fmt.Sprintf("ran for %s, over the runtime limit %s", fmtSeconds(elapsed), d.timeout)
+	case StopTimeout:
+		s.Message = fmt.Sprintf("announced STOPPING %s ago and is still running (stop timeout %s)", fmtSeconds(elapsed), d.timeout)
+	}
+	return s
+}
+
+func fmtSeconds(d time.Duration) string {
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}

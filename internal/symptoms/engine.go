@@ -1,0 +1,340 @@
+package symptoms
+
+import (
+	"math"
+	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/heartbeat"
+)
+
+// maxLog bounds the symptoms kept for the certificate; the first terminal
+// symptom is always kept.
+const maxLog = 256
+
+// Config is what the engine checks: the agent's checks plus the stop
+// timeout that applies after the agent announced STOPPING=1 (its term-grace).
+type Config struct {
+	config.Checks
+	StopTimeout time.Duration
+}
+
+// State is what the agent reported about itself, for `ps` and the certificate.
+type State struct {
+	Started          time.Time     `json:"started_at"`
+	Ready            bool          `json:"ready"`
+	ReadyAt          time.Time     `json:"ready_at"`
+	Status           string        `json:"status"`
+	Stopping         bool          `json:"stopping"`
+	MainPID          int           `json:"main_pid,omitempty"`
+	Errno            *int          `json:"errno,omitempty"`
+	Progress         uint64        `json:"progress"`
+	LastProgressAt   time.Time     `json:"last_progress_at"`
+	Tokens           uint64        `json:"tokens"`
+	CostUSD          float64       `json:"cost_usd"`
+	LastTool         string        `json:"last_tool"`
+	LastHeartbeat    time.Time     `json:"last_heartbeat_at"`
+	Heartbeats       uint64        `json:"heartbeats"`
+	Messages         uint64        `json:"messages"`
+	Errors           uint64        `json:"errors"`
+	LastError        string        `json:"last_error,omitempty"`
+	ErrorStreak      int           `json:"error_streak"`
+	DumpSignal       string        `json:"dump_signal,omitempty"`
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout_ns"`
+	Warnings         int           `json:"warnings"`
+}
+
+// Sample is one kernel measurement of the agent's process tree.
+type Sample struct {
+	RSSBytes   int64   // tree RSS, or the cgroup's memory.current
+	CPUPercent float64 // tree CPU over the last interval; 100 = one core
+	Procs      int     // processes plus threads
+	FDs        int     // open descriptors; only meaningful when HaveFDs
+	HaveFDs    bool
+}
+
+// Engine evaluates one agent's checks. It is not safe for concurrent use:
+// one goroutine (the agent's supervisor loop) owns it.
+type Engine struct {
+	cfg      Config
+	st       State
+	beatSeen bool
+
+	startupExtend time.Time
+	stoppingAt    time.Time
+	stopExtend    time.Time
+	// watchdog is the agent's WATCHDOG_USEC before clamping; 0 = none.
+	watchdog time.Duration
+
+	tools    toolHistory
+	sustain  map[sustainKey]time.Time // when a kernel condition began to hold
+	warned   map[Check]bool
+	fired    map[Check]bool
+	terminal *Symptom
+	log      []Symptom
+}
+
+// New starts evaluating at start (the agent's start time).
+func New(cfg Config, start time.Time) *Engine {
+	e := &Engine{
+		sustain: make(map[sustainKey]time.Time),
+		warned:  make(map[Check]bool),
+		fired:   make(map[Check]bool),
+	}
+	e.st.Started = start
+	e.st.LastProgressAt = start
+	e.setConfig(cfg)
+	return e
+}
+
+// Reconfigure applies new thresholds at once (a live edit of the agent's
+// file). Clocks already running keep their origin: a shorter heartbeat
+// timeout can fire immediately, and so can a budget (tokens, cost, steps,
+// error_streak, tool_loop) that what the agent already reported is over;
+// kernel checks apply at the next sample. The agent's own WATCHDOG_USEC is
+// kept, clamped to the new bounds. A check turned off forgets its clocks
+// and its warning, so turned on again it starts afresh.
+func (e *Engine) Reconfigure(cfg Config, now time.Time) []Symptom {
+	e.setConfig(cfg)
+	for k := range e.sustain {
+		if !e.enabled(k.check) {
+			delete(e.sustain, k)
+		}
+	}
+	for c := range e.warned {
+		if !e.enabled(c) {
+			delete(e.warned, c)
+		}
+	}
+	return append(e.Tick(now), e.reported(now)...)
+}
+
+func (e *Engine) setConfig(cfg Config) {
+	e.cfg = cfg
+	e.st.HeartbeatTimeout = e.heartbeatTimeout()
+	e.tools.resize(cfg.ToolLoop)
+}
+
+// enabled reports whether a threshold check is on in the current config.
+func (e *Engine) enabled(c Check) bool {
+	switch c {
+	case Memory:
+		return e.cfg.Memory != nil
+	case Procs:
+		return e.cfg.Procs != nil
+	case FDs:
+		return e.cfg.FDs != nil
+	case CPUSpin:
+		return e.cfg.CPUSpin != nil && e.cfg.CPUSpin.Percent > 0
+	case Tokens:
+		return e.cfg.Tokens != nil
+	case Cost:
+		return e.cfg.Cost != nil
+	case ErrorStreak:
+		return e.cfg.ErrorStreak != nil
+	case Steps:
+		return e.cfg.Steps != nil
+	}
+	return true
+}
+
+// State returns what the agent reported so far.
+func (e *Engine) State() State { return e.st }
+
+// Log returns every symptom recorded, oldest first.
+func (e *Engine) Log() []Symptom { return append([]Symptom(nil), e.log...) }
+
+// Terminal returns the first terminal symptom, if one fired.
+func (e *Engine) Terminal() (Symptom, bool) {
+	if e.terminal == nil {
+		return Symptom{}, false
+	}
+	return *e.terminal, true
+}
+
+// Manual records an operator's kill request as the terminal symptom (unless
+// one already fired: then it is logged, and first reports false).
+func (e *Engine) Manual(operator, reason string, now time.Time) (s Symptom, first bool) {
+	msg := "killed by " + operator
+	if reason != "" {
+		msg += ": " + reason
+	}
+	s = Symptom{At: now, Check: Manual, Severity: Terminal, Observed: operator, Threshold: "", Message: msg,
+		Operator: operator, Reason: reason}
+	first = e.terminal == nil
+	e.record(s)
+	return s, first
+}
+
+// Observe applies one authenticated message received at now and returns
+// the symptoms it caused. Deadlines are evaluated at now first, so a
+// heartbeat read after its deadline passed cannot rescue the agent.
+func (e *Engine) Observe(m *heartbeat.Message, now time.Time) []Symptom {
+	out := e.Tick(now)
+	e.st.Messages++
+	if m.Has(heartbeat.FieldReady) && !e.st.Ready {
+		e.st.Ready, e.st.ReadyAt = true, now
+		e.beat(now)
+	}
+	if m.Has(heartbeat.FieldWatchdog) {
+		e.st.Heartbeats++
+		e.beat(now)
+	}
+	if m.Has(heartbeat.FieldWatchdogUSec) {
+		e.setWatchdog(usec(m.WatchdogUSec), now)
+	}
+	// STOPPING before EXTEND_TIMEOUT_USEC: "STOPPING=1\nEXTEND_TIMEOUT_USEC=N"
+	// in one datagram extends the stop deadline, not the startup one.
+	if m.Has(heartbeat.FieldStopping) && !e.st.Stopping {
+		e.st.Stopping, e.stoppingAt = true, now
+	}
+	if m.Has(heartbeat.FieldExtendTimeoutUSec) {
+		until := now.Add(usec(m.ExtendTimeoutUSec))
+		if e.st.Stopping {
+			e.stopExtend = later(e.stopExtend, until)
+		} else if !e.beatSeen {
+			e.startupExtend = later(e.startupExtend, until)
+		}
+	}
+	if m.Has(heartbeat.FieldStatus) {
+		e.st.Status = m.Status
+	}
+	if m.Has(heartbeat.FieldMainPID) {
+		e.st.MainPID = m.MainPID
+	}
+	if m.Has(heartbeat.FieldErrno) {
+		v := m.Errno
+		e.st.Errno = &v
+	}
+	if m.Has(heartbeat.FieldDumpSignal) {
+		e.st.DumpSignal = m.DumpSignal
+	}
+	if m.Has(heartbeat.FieldProgress) {
+		out = append(out, e.progress(m.Progress, now)...)
+	}
+	if m.Has(heartbeat.FieldTokens) {
+		e.st.Tokens = m.Tokens
+		out = append(out, e.budgetInt(Tokens, "tokens", sat(m.Tokens), e.cfg.Tokens, now)...)
+	}
+	if m.Has(heartbeat.FieldCostUSD) {
+		e.st.CostUSD = m.CostUSD
+		out = append(out, e.cost(now)...)
+	}
+	if m.Has(heartbeat.FieldTool) {
+		e.st.LastTool = m.Tool
+		out = append(out, e.toolCall(m.Tool, m.ToolArgsSHA256, now)...)
+	}
+	if m.Has(heartbeat.FieldError) {
+		out = append(out, e.errorSeen(m.Error, now)...)
+	}
+	if m.Has(heartbeat.FieldTrigger) {
+		msg := "agent asked to be killed (WATCHDOG=trigger)"
+		if e.st.Status != "" {
+			msg += ": " + e.st.Status
+		}
+		out = append(out, e.fire(Symptom{At: now, Check: SelfReported, Severity: Terminal,
+			Observed: "WATCHDOG=trigger", Threshold: "", Message: msg})...)
+	}
+	return out
+}
+
+// beat records a heartbeat (READY counts as one). The first one ends the
+// startup: the heartbeat deadline replaces the startup deadline, and the
+// no-progress clock starts.
+func (e *Engine) beat(now time.Time) {
+	e.st.LastHeartbeat = now
+	if !e.beatSeen {
+		e.beatSeen = true
+		e.st.LastProgressAt = later(e.st.LastProgressAt, now)
+	}
+}
+
+// setWatchdog applies WATCHDOG_USEC. Once heartbeats flow it restarts the
+// heartbeat clock, as systemd does; before the first one it only sets the
+// timeout that will apply (it is no heartbeat: the startup deadline stays).
+func (e *Engine) setWatchdog(d time.Duration, now time.Time) {
+	if d == 0 {
+		d = math.MaxInt64 // systemd: no watchdog; here the max applies
+	}
+	e.watchdog = d
+	e.st.HeartbeatTimeout = e.heartbeatTimeout()
+	if e.beatSeen {
+		e.st.LastHeartbeat = now
+	}
+}
+
+// heartbeatTimeout is the configured heartbeat timeout, or the agent's
+// WATCHDOG_USEC clamped to [HeartbeatTimeoutMin, HeartbeatTimeoutMax] (the
+// max defaulting to HeartbeatTimeout): an agent may tighten its watchdog,
+// not loosen or disable it, and with neither bound set it cannot arm one
+// (config.Checks).
+func (e *Engine) heartbeatTimeout() time.Duration {
+	c := e.cfg
+	hi := c.HeartbeatTimeoutMax
+	if hi <= 0 {
+		hi = c.HeartbeatTimeout
+	}
+	d := e.watchdog
+	if d == 0 || hi <= 0 {
+		return c.HeartbeatTimeout
+	}
+	return min(max(d, c.HeartbeatTimeoutMin), hi)
+}
+
+// usec converts a count of microseconds from the wire, saturating:
+// USEC_INFINITY (2^64-1) means forever, not a negative duration.
+func usec(n uint64) time.Duration {
+	if n > math.MaxInt64/uint64(time.Microsecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(n) * time.Microsecond
+}
+
+// record appends s to the log and makes it the terminal symptom when it is
+// the first terminal one. Until that one fired, the log's last slot is kept
+// for it: the certificate must say why the agent died.
+func (e *Engine) record(s Symptom) {
+	room := maxLog
+	if e.terminal == nil {
+		if s.Severity == Terminal {
+			e.terminal = &s
+		} else {
+			room--
+		}
+	}
+	if len(e.log) < room {
+		e.log = append(e.log, s)
+	}
+	if s.Severity == Warning {
+		e.st.Warnings++
+	}
+}
+
+// fire records a terminal symptom once per check.
+func (e *Engine) fire(s Symptom) []Symptom {
+	if e.fired[s.Check] {
+		return nil
+	}
+	e.fired[s.Check] = true
+	e.record(s)
+	return []Symptom{s}
+}
+
+// warn records a warning once per check until rearm(check).
+func (e *Engine) warn(s Symptom) []Symptom {
+	if e.warned[s.Check] || e.fired[s.Check] {
+		return nil
+	}
+	e.warned[s.Check] = true
+	e.record(s)
+	return []Symptom{s}
+}
+
+func (e *Engine) rearm(c Check) { delete(e.warned, c) }
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

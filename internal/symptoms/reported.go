@@ -1,0 +1,130 @@
+package symptoms
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/config"
+)
+
+// progress applies PROGRESS=n: an increase resets the no-progress clock and
+// the error streak; steps compares it with its thresholds.
+func (e *Engine) progress(n uint64, now time.Time) []Symptom {
+	if n > e.st.Progress {
+		e.st.LastProgressAt = now
+		if e.st.ErrorStreak > 0 {
+			e.st.ErrorStreak = 0
+			e.rearm(ErrorStreak)
+		}
+	}
+	e.st.Progress = n
+	return e.budgetInt(Steps, "steps", sat(n), e.cfg.Steps, now)
+}
+
+// budgetInt checks a cumulative counter against warn/kill: the symptom fires
+// when the value goes over the threshold.
+func (e *Engine) budgetInt(c Check, what string, v int64, l *config.Limit, now time.Time) []Symptom {
+	if l == nil {
+		return nil
+	}
+	if l.Kill > 0 && v > l.Kill {
+		return e.fire(Symptom{At: now, Check: c, Severity: Terminal, Observed: count(v), Threshold: count(l.Kill),
+			Message: fmt.Sprintf("%s %s over kill threshold %s", what, count(v), count(l.Kill))})
+	}
+	if l.Warn > 0 && v > l.Warn {
+		return e.warn(Symptom{At: now, Check: c, Severity: Warning, Observed: count(v), Threshold: count(l.Warn),
+			Message: fmt.Sprintf("%s %s over warning threshold %s", what, count(v), count(l.Warn))})
+	}
+	return nil
+}
+
+func (e *Engine) cost(now time.Time) []Symptom {
+	l := e.cfg.Cost
+	if l == nil {
+		return nil
+	}
+	v := e.st.CostUSD
+	if l.Kill > 0 && v > l.Kill {
+		return e.fire(Symptom{At: now, Check: Cost, Severity: Terminal, Observed: usd(v), Threshold: usd(l.Kill),
+			Message: fmt.Sprintf("cost %s over kill threshold %s", usd(v), usd(l.Kill))})
+	}
+	if l.Warn > 0 && v > l.Warn {
+		return e.warn(Symptom{At: now, Check: Cost, Severity: Warning, Observed: usd(v), Threshold: usd(l.Warn),
+			Message: fmt.Sprintf("cost %s over warning threshold %s", usd(v), usd(l.Warn))})
+	}
+	return nil
+}
+
+// reported checks what the agent reported so far against the current
+// thresholds (after Reconfigure: they apply at once, not at the next report).
+func (e *Engine) reported(now time.Time) []Symptom {
+	var out []Symptom
+	out = append(out, e.budgetInt(Tokens, "tokens", sat(e.st.Tokens), e.cfg.Tokens, now)...)
+	out = append(out, e.cost(now)...)
+	out = append(out, e.budgetInt(Steps, "steps", sat(e.st.Progress), e.cfg.Steps, now)...)
+	out = append(out, e.errorStreak(now)...)
+	out = append(out, e.toolLoop(now)...)
+	return out
+}
+
+// errorSeen applies ERROR=text: N errors with no progress between them.
+func (e *Engine) errorSeen(text string, now time.Time) []Symptom {
+	e.st.Errors++
+	e.st.ErrorStreak++
+	e.st.LastError = text
+	return e.errorStreak(now)
+}
+
+func (e *Engine) errorStreak(now time.Time) []Symptom {
+	l := e.cfg.ErrorStreak
+	if l == nil {
+		return nil
+	}
+	n, last := int64(e.st.ErrorStreak), e.st.LastError
+	if l.Kill > 0 && n >= l.Kill {
+		return e.fire(Symptom{At: now, Check: ErrorStreak, Severity: Terminal, Observed: count(n), Threshold: count(l.Kill),
+			Message: fmt.Sprintf("%d errors in a row without progress (kill threshold %d; last: %s)", n, l.Kill, last)})
+	}
+	if l.Warn > 0 && n >= l.Warn {
+		return e.warn(Symptom{At: now, Check: ErrorStreak, Severity: Warning, Observed: count(n), Threshold: count(l.Warn),
+			Message: fmt.Sprintf("%d errors in a row without progress (warning threshold %d; last: %s)", n, l.Warn, last)})
+	}
+	return nil
+}
+
+func (e *Engine) toolCall(name, argsHash string, now time.Time) []Symptom {
+	e.tools.add(toolKey{name, argsHash})
+	return e.toolLoop(now)
+}
+
+func (e *Engine) toolLoop(now time.Time) []Symptom {
+	period, ok := e.tools.loop()
+	if !ok {
+		return nil
+	}
+	n := e.tools.repeats
+	var msg string
+	if period == 1 {
+		msg = fmt.Sprintf("the same tool call %s repeated %d times in a row", e.tools.cycle(1), n)
+	} else {
+		msg = fmt.Sprintf("the tool calls %s repeated as a cycle %d times", e.tools.cycle(period), n)
+	}
+	return e.fire(Symptom{At: now, Check: ToolLoop, Severity: Terminal,
+		Observed: fmt.Sprintf("%d repeats", n), Threshold: strconv.Itoa(n), Message: msg})
+}
+
+func count(v int64) string { return strconv.FormatInt(v, 10) }
+
+// sat converts a reported counter for comparison with an int64 threshold;
+// a value past MaxInt64 is over every threshold, not negative.
+func sat(v uint64) int64 { return int64(min(v, math.MaxInt64)) }
+
+// usd formats dollars with cents, or with more digits for tiny amounts.
+func usd(v float64) string {
+	if v > 0 && v < 0.01 {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
+}

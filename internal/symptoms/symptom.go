@@ -1,0 +1,60 @@
+// Package symptoms decides why an agent must die. It owns the checks of
+// DESIGN §3: it turns authenticated heartbeat messages, kernel samples and
+// the passing of time into symptoms, and reports the first terminal one.
+//
+// Everything here is pure decision code: no sockets, no processes, no
+// goroutines, no clock reads. Every entry point takes `now`; timeouts are
+// expressed as deadlines (NextDeadline) that the caller arms a single timer
+// for, and Tick evaluates them against the monotonic clock. A heartbeat that
+// moves a deadline and a timer that fires for the old one cannot race: the
+// caller owns both in one goroutine and Tick re-checks the current deadline.
+package symptoms
+
+import "time"
+
+// Check is a stable check name (config keys, certificates, metrics).
+type Check string
+
+// The checks of DESIGN §3, plus "external" for deaths hermeskilld did not cause.
+const (
+	StartupTimeout   Check = "startup_timeout"
+	HeartbeatTimeout Check = "heartbeat_timeout"
+	ProgressTimeout  Check = "progress_timeout"
+	MaxRuntime       Check = "max_runtime"
+	Memory           Check = "memory"
+	CPUSpin          Check = "cpu_spin"
+	Procs            Check = "procs"
+	FDs              Check = "fds"
+	Tokens           Check = "tokens"
+	Cost             Check = "cost"
+	ToolLoop         Check = "tool_loop"
+	ErrorStreak      Check = "error_streak"
+	Steps            Check = "steps"
+	SelfReported     Check = "self_reported"
+	StopTimeout      Check = "stop_timeout"
+	Manual           Check = "manual"
+	External         Check = "external"
+)
+
+// Severity of a symptom.
+type Severity string
+
+// Severities.
+const (
+	Warning  Severity = "warning"
+	Terminal Severity = "terminal"
+)
+
+// Symptom is one finding: what was observed, against which threshold, in a
+// sentence a person understands.
+type Symptom struct {
+	At        time.Time `json:"at"`
+	Check     Check     `json:"check"`
+	Severity  Severity  `json:"severity"`
+	Observed  string    `json:"observed"`
+	Threshold string    `json:"threshold"`
+	Message   string    `json:"message"`
+	// Operator and Reason are set for manual kills only.
+	Operator string `json:"operator,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
