@@ -1,0 +1,130 @@
+// Package supervisor runs one agent end to end: it starts the command,
+// listens on its heartbeat socket, feeds messages and kernel samples to
+// the symptoms engine, climbs the escalation ladder when a terminal symptom
+// fires (or an operator asks), and writes the death certificate. Both
+// `hermeskilld supervise` (one agent, in the foreground) and the daemon
+// (many agents) run agents through this package.
+//
+// Data flows one way: heartbeat and kernel samples -> symptoms (why) ->
+// escalate (how) -> certs (the record). One goroutine per agent owns the
+// engine, its single deadline timer and the ladder's start; the ladder
+// itself runs on its own goroutine so heartbeats keep being drained while
+// the agent is stopped.
+package supervisor
+
+import (
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/cgroup"
+	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/escalate"
+	"github.com/hermeskill/hermeskilld/internal/heartbeat"
+	"github.com/hermeskill/hermeskilld/internal/procsup"
+	"github.com/hermeskill/hermeskilld/internal/symptoms"
+)
+
+// Options configures one agent run.
+type Options struct {
+	Agent   *config.Agent
+	Runtime *procsup.Runtime
+	// Cgroups, when set, gives the agent its own cgroup; nil means
+	// process-group containment.
+	Cgroups *cgroup.Manager
+	// Exclusive: the runtime supervises only this agent (supervise).
+	Exclusive bool
+	// SocketDir is the private directory for the heartbeat socket; it is
+	// created (0700, owned by the agent's user) and removed at the end.
+	SocketDir string
+	// Credential runs the agent as another user; its uid/gid also own the
+	// socket. nil: our own user.
+	Credential *syscall.Credential
+	// Stdin for the agent; nil is /dev/null.
+	Stdin *os.File
+	// StdoutDirect/StderrDirect hand a descriptor (a terminal) to the
+	// agent as is; otherwise output goes through a pipe to StdoutSink /
+	// StderrSink and its last 64 KiB are kept for the certificate.
+	StdoutDirect, StderrDirect *os.File
+	StdoutSink, StderrSink     io.Writer
+	// CertsDir receives the certificates; Signer signs them when set.
+	CertsDir string
+	Signer   *certs.Signer
+	// HeartbeatRate limits accepted datagrams per second (0: no limit).
+	HeartbeatRate int
+	// OnEvent receives every event of the run (audit log, metrics, the
+	// daemon's event stream). It must not block.
+	OnEvent func(Event)
+	Log     *zap.Logger
+}
+
+// Event types.
+const (
+	EventStarted     = "agent_started"
+	EventSymptom     = "symptom"
+	EventStep        = "ladder_step"
+	EventExited      = "agent_exited"
+	EventCertificate = "certificate_written"
+	EventCertFailed  = "certificate_failed"
+)
+
+// Event is something that happened to an agent.
+type Event struct {
+	Time    time.Time
+	Type    string
+	AgentID string
+	PID     int
+	Symptom *symptoms.Symptom
+	Step    *escalate.Step
+	Exit    *procsup.ExitStatus
+	// Cert is set for certificate events; CertPath when it was written.
+	Cert     *certs.Certificate
+	CertPath string
+	Err      error
+	// Dropped counts heartbeat datagrams dropped since the last event of
+	// this type (only in EventExited).
+	Heartbeat *heartbeat.StatsSnapshot
+}
+
+// State of a run.
+const (
+	StateRunning  = "running"
+	StateStopping = "stopping"
+	StateExited   = "exited"
+)
+
+// Status is a snapshot of a run for `ps` and `status`.
+type Status struct {
+	ID          string                  `json:"id"`
+	State       string                  `json:"state"`
+	PID         int                     `json:"pid"`
+	Containment string                  `json:"containment"`
+	Mode        config.Mode             `json:"mode"`
+	Started     time.Time               `json:"started_at"`
+	Agent       symptoms.State          `json:"agent"`
+	Symptoms    []symptoms.Symptom      `json:"symptoms"`
+	Trigger     *symptoms.Symptom       `json:"trigger,omitempty"`
+	Sample      symptoms.Sample         `json:"sample"`
+	Heartbeat   heartbeat.StatsSnapshot `json:"heartbeat"`
+	Socket      string                  `json:"socket"`
+}
+
+// Outcome is how a run ended.
+type Outcome struct {
+	Exit procsup.ExitStatus
+	// Killed: hermeskilld killed the agent (auto or manual, enforce mode).
+	Killed  bool
+	Trigger *symptoms.Symptom
+	Reached escalate.Stage
+	// Cert is the certificate of a kill or an external death (nil for a
+	// plain exit); CertPath is empty when writing it failed (CertErr).
+	Cert     *certs.Certificate
+	CertPath string
+	CertErr  error
+	// ShadowCerts are the paths of shadow-mode certificates written.
+	ShadowCerts []string
+}
