@@ -1,0 +1,9 @@
+// Command hermeskilld is the out-of-process kill switch for AI agents: it
+// supervises agents as child processes, kills the ones that wedge, loop or
+// overspend through an escalation ladder, and writes a death certificate
+// for every kill. See `hermeskilld --help`.
+package main
+
+import "os"
+
+func main() { os.Exit(run(os.Args[1:])) }

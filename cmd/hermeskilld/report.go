@@ -1,0 +1,32 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/supervisor"
+)
+
+// report prints the one-line summary of a kill or an external death
+// (DESIGN §1.1), and where shadow certificates went.
+func report(w io.Writer, a *config.Agent, out supervisor.Outcome) {
+	for _, p := range out.ShadowCerts {
+		fmt.Fprintf(w, "hermeskilld: shadow mode: agent %s would have been killed; certificate: %s\n", a.ID, p)
+	}
+	c := out.Cert
+	if c == nil {
+		return
+	}
+	where := out.CertPath
+	if where == "" {
+		where = fmt.Sprintf("not written (%v); printed above", out.CertErr)
+	}
+	if !out.Killed {
+		fmt.Fprintf(w, "hermeskilld: agent %s %s; certificate: %s\n", a.ID, c.TriggerReason, where)
+		return
+	}
+	took := c.TerminatedAt.Sub(c.TriggeredAt).Seconds()
+	fmt.Fprintf(w, "hermeskilld: agent %s killed (%s: %s); escalation reached %s after %.2fs; certificate: %s\n",
+		a.ID, c.TriggerCheck, c.TriggerReason, c.Escalation.Reached, took, where)
+}

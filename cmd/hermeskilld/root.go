@@ -1,0 +1,125 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time (-ldflags "-X main.version=…"); otherwise
+// the module version or the VCS revision is used.
+var version = ""
+
+// Exit statuses of hermeskilld itself (DESIGN §1.1); an agent's own status
+// is passed through unchanged.
+const (
+	exitFailure      = 1   // an operator command failed
+	exitUsage        = 125 // hermeskilld failed: bad flags, socket, cgroup
+	exitNotExec      = 126
+	exitNotFound     = 127
+	exitDaemonAbsent = 3 // the daemon is not running / unreachable
+)
+
+// exitError carries an exit status out of a command.
+type exitError struct {
+	code int
+	err  error // nil: already reported
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError marks a bad invocation (exit 125).
+func usageError(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// run executes the command line and returns the process exit status.
+func run(args []string) int {
+	root := newRoot(os.Stdout, os.Stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(os.Stderr, "hermeskilld: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	// Cobra's own errors: unknown flags, bad flag values, wrong arguments.
+	fmt.Fprintf(os.Stderr, "hermeskilld: %v\nRun 'hermeskilld --help' for usage.\n", err)
+	return exitUsage
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "hermeskilld",
+		Short: "The out-of-process kill switch for AI agents",
+		Long: `hermeskilld supervises AI agents as child processes. It watches their
+heartbeats (an sd_notify-compatible Unix socket) and what they report about
+progress, spend and tool calls, and what the kernel says about their
+processes. When an agent wedges, loops or overspends it escalates — a
+cooperative stop, then SIGTERM, then SIGKILL to the whole process tree — and
+writes a death certificate: a JSON record of why, when and how it died.
+
+Run one agent in the foreground:
+  hermeskilld supervise --heartbeat-timeout 30s -- python3 agent.py
+
+Run many as a service and operate them:
+  hermeskilld daemon --config /etc/hermeskill/hermeskilld.yaml
+  hermeskilld ps | status ID | kill ID --reason TEXT | estop --reason TEXT`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       versionString(),
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError("%v\nRun '%s --help' for usage.", err, c.CommandPath())
+	})
+	root.AddCommand(newSupervise(), newVersion())
+	return root
+}
+
+func newVersion() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			fmt.Fprintf(c.OutOrStdout(), "hermeskilld %s\n", versionString())
+			return nil
+		},
+	}
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return "devel-" + s.Value[:12]
+		}
+	}
+	return "devel"
+}

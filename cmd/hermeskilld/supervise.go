@@ -1,0 +1,387 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/procsup"
+	"github.com/hermeskill/hermeskilld/internal/supervisor"
+)
+
+type superviseFlags struct {
+	id, configFile, certsDir, auditLog string
+	containment                        string
+	shadow                             bool
+	log                                logFlags
+
+	heartbeat, startup, progress, maxRuntime time.Duration
+	cpuFor, coopGrace, termGrace, sampleIv   time.Duration
+	maxRSS                                   int64
+	maxCPU, maxCost                          float64
+	maxProcs, maxFDs, maxTokens              int64
+	toolLoop, errorStreak, maxSteps          int64
+	coopSignal                               syscall.Signal
+}
+
+func newSupervise() *cobra.Command {
+	f := &superviseFlags{}
+	c := &cobra.Command{
+		Use:   "supervise [flags] -- COMMAND [ARG...]",
+		Short: "Run one agent in the foreground and kill it when it misbehaves",
+		Long: `Run COMMAND as a supervised agent. hermeskilld gives it a heartbeat socket
+(HERMESKILL_SOCKET, also NOTIFY_SOCKET so any sd_notify library works, and
+WATCHDOG_USEC when a heartbeat timeout is set), evaluates the checks given by
+flags or by --config, and when one fires escalates: a cooperative stop (a STOP
+directive to the agent's client and --coop-signal), --coop-grace, SIGTERM to
+the whole tree, --term-grace, SIGKILL to the whole tree. Every kill leaves a
+death certificate in --certs-dir and one line on stderr.
+
+A check whose flag is absent or 0 is off, except --startup-timeout, which
+defaults to --heartbeat-timeout. Flags override the --config file.
+Durations: 1.5s, 500ms, 2m. Sizes: 512MiB, 2GiB.
+
+Exit status: the agent's own; 128+N when it died by signal N (137 after
+SIGKILL); 125 when hermeskilld failed; 126 not executable; 127 not found.
+SIGINT/SIGTERM to hermeskilld stop the agent through the ladder (a manual
+kill, with a certificate); a second one skips to SIGKILL. SIGHUP, SIGUSR1,
+SIGUSR2, SIGWINCH and SIGCONT are forwarded to the agent.`,
+		Example: `  hermeskilld supervise --heartbeat-timeout 30s --max-cost 5 -- python3 agent.py
+  hermeskilld supervise --config agent.yaml --shadow -- ./agent`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error { return f.run(c, args) },
+	}
+	fl := c.Flags()
+	fl.SetInterspersed(false) // everything after COMMAND is the agent's
+	fl.StringVar(&f.id, "id", "", "agent id (default: derived from COMMAND)")
+	fl.StringVar(&f.configFile, "config", "", "agent file (YAML, the daemon's agent schema)")
+	fl.Var(durationValue{&f.heartbeat}, "heartbeat-timeout", "kill when no heartbeat (WATCHDOG=1) arrives for this long")
+	fl.Var(durationValue{&f.startup}, "startup-timeout", "kill when no READY=1 or heartbeat arrives this long after start (default: --heartbeat-timeout)")
+	fl.Var(durationValue{&f.progress}, "progress-timeout", "kill when PROGRESS has not increased for this long")
+	fl.Var(durationValue{&f.maxRuntime}, "max-runtime", "kill after this much wall-clock time")
+	fl.Var(sizeValue{&f.maxRSS}, "max-rss", "kill when the tree's resident memory stays over this size")
+	fl.Var(floatValue{&f.maxCPU}, "max-cpu", "kill when the tree's CPU stays over this percent of one core for --cpu-for")
+	fl.Var(durationValue{&f.cpuFor}, "cpu-for", "how long --max-cpu must hold")
+	fl.Int64Var(&f.maxProcs, "max-procs", 0, "kill when the tree has more tasks (processes and threads)")
+	fl.Int64Var(&f.maxFDs, "max-fds", 0, "kill when the tree has more open file descriptors")
+	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "kill when reported TOKENS go over this")
+	fl.Var(floatValue{&f.maxCost}, "max-cost", "kill when reported COST_USD goes over this (USD)")
+	fl.Int64Var(&f.toolLoop, "tool-loop", 0, "kill when the same tool call, or cycle of 2-3 calls, repeats this many times")
+	fl.Int64Var(&f.errorStreak, "error-streak", 0, "kill after this many ERRORs without progress")
+	fl.Int64Var(&f.maxSteps, "max-steps", 0, "kill when PROGRESS goes over this")
+	fl.Var(signalValue{&f.coopSignal}, "coop-signal", "signal for the cooperative stop, or none (default SIGINT)")
+	fl.Var(durationValue{&f.coopGrace}, "coop-grace", "wait after the cooperative stop (default 10s)")
+	fl.Var(durationValue{&f.termGrace}, "term-grace", "wait after SIGTERM before SIGKILL (default 5s)")
+	fl.Var(durationValue{&f.sampleIv}, "sample-interval", "how often kernel metrics are sampled (default 1s)")
+	fl.StringVar(&f.certsDir, "certs-dir", "", "where death certificates are written (default "+certs.DefaultDir()+")")
+	fl.StringVar(&f.auditLog, "audit-log", "", "append a hash-chained audit log of every event to FILE")
+	fl.BoolVar(&f.shadow, "shadow", false, "shadow mode: record would-be kills as certificates, signal nothing")
+	fl.StringVar(&f.containment, "containment", "auto", "auto, cgroup (fail without a writable cgroup v2) or pgroup")
+	fl.StringVar(&f.log.format, "log-format", "console", "console or json")
+	fl.StringVar(&f.log.level, "log-level", "info", "debug, info, warn or error")
+	return c
+}
+
+func (f *superviseFlags) run(c *cobra.Command, args []string) error {
+	a, err := f.agent(c.Flags(), args)
+	if err != nil {
+		return err
+	}
+	log, err := f.log.newLogger()
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck // stderr
+
+	cgm, err := chooseContainment(f.containment, log)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	certsDir := f.certsDir
+	if certsDir == "" {
+		certsDir = certs.DefaultDir()
+	}
+	sockDir, err := supervisorSocketDir(a.ID)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	rt, err := procsup.NewRuntime(procsup.Options{})
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	defer rt.Close()
+
+	// Stop signals are caught before the agent starts, so none is lost.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT,
+		syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
+	defer signal.Stop(sigs)
+
+	opts := supervisor.Options{
+		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, SocketDir: sockDir,
+		CertsDir: certsDir, Log: log,
+	}
+	opts.Stdin = os.Stdin
+	if isTerminal(os.Stdin) {
+		// The agent runs in its own process group, so that Ctrl-C reaches
+		// hermeskilld; a background group cannot read the terminal.
+		opts.Stdin = nil
+	}
+	if isTerminal(os.Stdout) {
+		opts.StdoutDirect = os.Stdout
+	} else {
+		opts.StdoutSink = os.Stdout
+	}
+	if isTerminal(os.Stderr) {
+		opts.StderrDirect = os.Stderr
+	} else {
+		opts.StderrSink = os.Stderr
+	}
+	r, err := supervisor.Start(opts)
+	if err != nil {
+		var se *procsup.StartError
+		if errors.As(err, &se) {
+			return &exitError{code: se.Code, err: se}
+		}
+		return &exitError{code: exitUsage, err: err}
+	}
+	go relaySignals(sigs, r, log)
+	out := r.Wait()
+	report(c.ErrOrStderr(), a, out)
+	if code := out.Exit.ShellCode(); code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+// relaySignals turns signals to hermeskilld into a manual kill (the first
+// stop signal), a hurry to SIGKILL (the second), or forwards them.
+func relaySignals(sigs <-chan os.Signal, r *supervisor.Run, log *zap.Logger) {
+	stops := 0
+	for {
+		select {
+		case s := <-sigs:
+			sig := s.(syscall.Signal)
+			switch sig {
+			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT:
+				stops++
+				name := config.SignalName(sig)
+				if stops == 1 {
+					log.Warn("stop signal received; stopping the agent through the ladder", zap.String("signal", name))
+					r.Kill("signal:"+name, "hermeskilld received "+name)
+				} else {
+					log.Warn("second stop signal; skipping to SIGKILL", zap.String("signal", name))
+					r.Hurry()
+				}
+			default:
+				if err := r.Forward(sig); err != nil {
+					log.Debug("signal not forwarded", zap.String("signal", config.SignalName(sig)), zap.Error(err))
+				}
+			}
+		case <-r.Done():
+			return
+		}
+	}
+}
+
+// agent assembles the agent from --config, the flags and the command.
+func (f *superviseFlags) agent(fl *pflag.FlagSet, args []string) (*config.Agent, error) {
+	a := config.DefaultAgent()
+	if f.configFile != "" {
+		var err error
+		if a, err = config.LoadAgent(f.configFile, nil); err != nil {
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+	}
+	ch := fl.Changed
+	c := &a.Checks
+	if ch("heartbeat-timeout") {
+		c.HeartbeatTimeout = f.heartbeat
+	}
+	if ch("startup-timeout") {
+		c.StartupTimeout = f.startup
+	}
+	if ch("progress-timeout") {
+		c.ProgressTimeout = f.progress
+	}
+	if ch("max-runtime") {
+		c.MaxRuntime = f.maxRuntime
+	}
+	if ch("sample-interval") {
+		c.SampleInterval = f.sampleIv
+	}
+	if ch("max-rss") {
+		c.Memory = sustained(c.Memory, f.maxRSS)
+	}
+	if ch("max-cpu") || ch("cpu-for") {
+		if c.CPUSpin == nil {
+			c.CPUSpin = &config.CPUSpin{}
+		}
+		if ch("max-cpu") {
+			c.CPUSpin.Percent = f.maxCPU
+		}
+		if ch("cpu-for") {
+			c.CPUSpin.For = f.cpuFor
+		}
+	}
+	if ch("max-procs") {
+		c.Procs = sustained(c.Procs, f.maxProcs)
+	}
+	if ch("max-fds") {
+		c.FDs = sustained(c.FDs, f.maxFDs)
+	}
+	if ch("max-tokens") {
+		c.Tokens = limit(c.Tokens, f.maxTokens)
+	}
+	if ch("max-steps") {
+		c.Steps = limit(c.Steps, f.maxSteps)
+	}
+	if ch("error-streak") {
+		c.ErrorStreak = limit(c.ErrorStreak, f.errorStreak)
+	}
+	if ch("max-cost") {
+		if c.Cost == nil {
+			c.Cost = &config.CostLimit{}
+		}
+		c.Cost.Kill = f.maxCost
+	}
+	if ch("tool-loop") {
+		c.ToolLoop = &config.ToolLoop{Repeats: int(f.toolLoop)}
+	}
+	e := &a.Escalation
+	if ch("coop-signal") {
+		e.CoopSignal = f.coopSignal
+	}
+	if ch("coop-grace") {
+		e.CoopGrace = f.coopGrace
+	}
+	if ch("term-grace") {
+		e.TermGrace = f.termGrace
+	}
+	if f.shadow {
+		a.Mode = config.ModeShadow
+	}
+	a.Command = args
+	switch {
+	case f.id != "":
+		a.ID = f.id
+	case a.ID == "":
+		a.ID = deriveID(args)
+	}
+	a.Normalize()
+	if err := a.Validate(true); err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	return a, nil
+}
+
+func sustained(s *config.Sustained, kill int64) *config.Sustained {
+	if s == nil {
+		s = &config.Sustained{}
+	}
+	s.Kill = kill
+	return s
+}
+
+func limit(l *config.Limit, kill int64) *config.Limit {
+	if l == nil {
+		l = &config.Limit{}
+	}
+	l.Kill = kill
+	return l
+}
+
+var idUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// deriveID names an agent after its command: `python3 agent.py` is
+// "agent", `./bot` is "bot".
+func deriveID(argv []string) string {
+	name := filepath.Base(argv[0])
+	if isInterpreter(name) {
+		for _, arg := range argv[1:] {
+			if !strings.HasPrefix(arg, "-") {
+				name = filepath.Base(arg)
+				break
+			}
+		}
+	}
+	name = strings.TrimSuffix(name, filepath.Ext(name))
+	name = strings.Trim(idUnsafe.ReplaceAllString(name, "-"), ".-")
+	if name == "" {
+		name = "agent"
+	}
+	if len(name) > 48 {
+		name = name[:48]
+	}
+	return name
+}
+
+func isInterpreter(name string) bool {
+	for _, p := range []string{"python", "node", "bash", "sh", "ruby", "perl", "deno", "bun", "uv", "java"} {
+		if name == p || strings.HasPrefix(name, p) && strings.Trim(name[len(p):], "0123456789.") == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// supervisorSocketDir picks the private directory for one supervise run's
+// socket: $XDG_RUNTIME_DIR/hermeskill, /run/hermeskill for root, or a
+// per-user directory in the temp dir; then ID.PID inside it.
+func supervisorSocketDir(id string) (string, error) {
+	var base string
+	switch {
+	case os.Getenv("XDG_RUNTIME_DIR") != "":
+		base = filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "hermeskill")
+	case os.Geteuid() == 0:
+		base = "/run/hermeskill"
+	default:
+		base = filepath.Join(os.TempDir(), "hermeskill-"+strconv.Itoa(os.Geteuid()))
+	}
+	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+		return "", err
+	}
+	if err := prepareBase(base); err != nil {
+		return "", fmt.Errorf("socket directory %s: %w", base, err)
+	}
+	dir := filepath.Join(base, fmt.Sprintf("%s.%d", id, os.Getpid()))
+	if n := len(filepath.Join(dir, supervisor.SocketName)); n > 107 {
+		return "", fmt.Errorf("socket path %s is %d bytes, over the 107 that fit in sun_path; set XDG_RUNTIME_DIR to a shorter directory or use a shorter --id", dir, n)
+	}
+	return dir, nil
+}
+
+// prepareBase makes the per-user base directory private to us.
+func prepareBase(base string) error {
+	if err := os.Mkdir(base, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(base)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+		return errors.New("not a directory owned by us")
+	}
+	return os.Chmod(base, 0o700)
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
