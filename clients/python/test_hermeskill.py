@@ -1,0 +1,626 @@
+"""Tests of hermeskill.py against a fake supervisor: a real AF_UNIX SOCK_DGRAM socket.
+
+Run from the repository root: python3 -m unittest discover -s clients/python -v
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import io
+import os
+import queue
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import unittest
+from typing import Optional
+
+import hermeskill
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def wait_until(predicate, timeout=10.0, what="condition"):
+    """Poll ``predicate`` with short sleeps until it is true; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.005)
+
+
+class FakeSupervisor:
+    """The supervisor's end: a datagram socket bound at a path in a short private dir."""
+
+    def __init__(self, directory=None, name="s.sock"):
+        self.dir = directory or tempfile.mkdtemp(prefix="hk")
+        self.path = os.path.join(self.dir, name)
+        assert len(self.path) < 100, self.path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.peer = None  # the address of the last sender: where directives go
+        self._queue = None  # type: Optional[queue.Queue]
+        self._reader = None  # type: Optional[threading.Thread]
+        self._closed = threading.Event()
+        self.log = []  # every datagram received, in order
+
+    def start_reader(self):
+        """Drain the socket from a thread, as hermeskilld does, so a busy agent loses nothing.
+
+        The kernel queues only net.unix.max_dgram_qlen (10) datagrams; past that the client
+        drops messages by design.
+        """
+        self._queue = queue.Queue()
+        self._reader = threading.Thread(target=self._read_loop, daemon=True)
+        self._reader.start()
+
+    def _read_loop(self):
+        self.sock.settimeout(0.05)
+        while not self._closed.is_set():
+            try:
+                self._queue.put(self.sock.recvfrom(65536))
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+
+    def recv(self, timeout=10.0):
+        """The next datagram, decoded; fails the test after ``timeout``."""
+        if self._queue is not None:
+            try:
+                data, self.peer = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                raise socket.timeout("no datagram in %.1fs" % timeout) from None
+        else:
+            self.sock.settimeout(timeout)
+            data, self.peer = self.sock.recvfrom(65536)
+        self.log.append(data.decode("utf-8"))
+        return self.log[-1]
+
+    def recv_until(self, predicate, timeout=10.0):
+        """Datagrams received until one satisfies ``predicate`` (included)."""
+        deadline = time.monotonic() + timeout
+        seen = []
+        while True:
+            seen.append(self.recv(max(0.01, deadline - time.monotonic())))
+            if predicate(seen[-1]):
+                return seen
+
+    def pending(self):
+        """Every datagram already queued, without waiting."""
+        out = []
+        if self._queue is not None:
+            while not self._queue.empty():
+                out.append(self._queue.get()[0].decode("utf-8"))
+        else:
+            self.sock.setblocking(False)
+            try:
+                while True:
+                    out.append(self.sock.recv(65536).decode("utf-8"))
+            except BlockingIOError:
+                pass
+        self.log.extend(out)
+        return out
+
+    def collect(self):
+        """Stop the reader; return every datagram this supervisor ever received."""
+        self._closed.set()
+        if self._reader is not None:
+            self._reader.join()
+        self.pending()
+        self._queue = None
+        self.pending()
+        return list(self.log)
+
+    def assert_silent(self, testcase, within=0.15):
+        self.sock.settimeout(within)
+        try:
+            data = self.sock.recv(65536)
+        except socket.timeout:
+            return
+        testcase.fail("unexpected datagram %r" % data)
+
+    def send(self, text, to=None):
+        self.sock.sendto(text.encode("utf-8"), to or self.peer)
+
+    def close(self, remove_dir=True):
+        try:
+            self._closed.set()
+            if self._reader is not None:
+                self._reader.join()
+            self.sock.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+        finally:
+            if remove_dir:
+                shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class SupervisedTestCase(unittest.TestCase):
+    def setUp(self):
+        self.sup = FakeSupervisor()
+        self.addCleanup(self.sup.close)
+
+    def client(self, **kwargs):
+        kwargs.setdefault("dump_signal", None)
+        kwargs.setdefault("environ", {})
+        hk = hermeskill.Client(kwargs.pop("address", self.sup.path), **kwargs)
+        self.addCleanup(hk.close)
+        return hk
+
+    def connected_client(self, **kwargs):
+        """A client the supervisor has heard from, so it can send directives back."""
+        hk = self.client(**kwargs)
+        self.assertTrue(hk.status("hello"))
+        self.assertEqual(self.sup.recv(), "STATUS=hello")
+        return hk
+
+    def barrier(self, hk, text="barrier: sync"):
+        """Send a warning and wait for it: directives sent before it were handled."""
+        self.sup.send("WARNING=" + text)
+        wait_until(lambda: text in hk.warnings, what="warning " + text)
+
+
+class ToolArgsHashTest(unittest.TestCase):
+    def test_pinned_value_matches_go_client(self):
+        # Canonical form {"n":1,"q":"a<b"}: no HTML escaping of "<" (Go must not emit \u003c).
+        self.assertEqual(
+            hermeskill.tool_args_sha256({"q": "a<b", "n": 1}),
+            "6802a7c2b17e87b4a48247e8a05a547826899abba22624e4123454068da8f6eb",
+        )
+
+    def test_key_order_does_not_matter_values_do(self):
+        a = hermeskill.tool_args_sha256({"a": [1, {"y": 2, "x": "é"}], "b": None})
+        b = hermeskill.tool_args_sha256({"b": None, "a": [1, {"x": "é", "y": 2}]})
+        self.assertEqual(a, b)
+        self.assertNotEqual(a, hermeskill.tool_args_sha256({"a": [1, {"x": "e", "y": 2}], "b": None}))
+
+    def test_awkward_arguments_never_raise(self):
+        circular = []
+        circular.append(circular)
+        for args in (object, {1: "x", "y": 2}, circular, b"bytes", "\ud800", float("nan")):
+            self.assertEqual(len(hermeskill.tool_args_sha256(args)), 64)
+
+
+class AddressTest(unittest.TestCase):
+    def test_path_and_abstract(self):
+        self.assertEqual(hermeskill.parse_address("/run/hk/a.sock"), b"/run/hk/a.sock")
+        self.assertEqual(hermeskill.parse_address("@hk-agent"), b"\0hk-agent")
+
+    def test_bad_addresses_raise_config_error(self):
+        for bad in ("relative/a.sock", "a.sock", "@", "vsock:2:1234", "unix:/x", "/" + "x" * 110):
+            with self.subTest(address=bad):
+                with self.assertRaises(hermeskill.ConfigError) as cm:
+                    hermeskill.Client(bad, environ={})
+                self.assertIsInstance(cm.exception, ValueError)
+
+    def test_from_env_bad_address(self):
+        with self.assertRaises(hermeskill.ConfigError):
+            hermeskill.Client.from_env({"HERMESKILL_SOCKET": "hk.sock"})
+
+    def test_hermeskill_socket_wins_over_notify_socket(self):
+        sup = FakeSupervisor()
+        self.addCleanup(sup.close)
+        env = {"HERMESKILL_SOCKET": sup.path, "NOTIFY_SOCKET": "/nonexistent/notify"}
+        with hermeskill.Client.from_env(env, dump_signal=None) as hk:
+            self.assertEqual(hk.address, sup.path)
+            self.assertTrue(hk.beat())
+        self.assertEqual(sup.recv(), "WATCHDOG=1")
+
+    def test_notify_socket_fallback_and_abstract(self):
+        name = "@hk-test-%d" % os.getpid()
+        sup = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.addCleanup(sup.close)
+        sup.bind(hermeskill.parse_address(name))
+        with hermeskill.Client.from_env({"NOTIFY_SOCKET": name}, dump_signal=None) as hk:
+            self.assertTrue(hk.supervised)
+            self.assertTrue(hk.ready())
+        sup.settimeout(3)
+        self.assertEqual(sup.recv(100), b"READY=1")
+
+    def test_heartbeat_interval(self):
+        pid = str(os.getpid())
+        cases = [
+            ({}, 1.0),
+            ({"WATCHDOG_USEC": "300000"}, 0.1),
+            ({"WATCHDOG_USEC": "300000", "WATCHDOG_PID": pid}, 0.1),
+            ({"WATCHDOG_USEC": "300000", "WATCHDOG_PID": "1"}, 1.0),  # another process's watchdog
+            ({"WATCHDOG_USEC": "junk"}, 1.0),
+        ]
+        for env, want in cases:
+            with self.subTest(env=env):
+                self.assertAlmostEqual(hermeskill.Client.from_env(env).heartbeat_interval, want)
+        self.assertEqual(hermeskill.Client.from_env({}, heartbeat_interval=0.25).heartbeat_interval, 0.25)
+        with self.assertRaises(ValueError):
+            hermeskill.Client.from_env({}, heartbeat_interval=0)
+
+
+class NoopClientTest(unittest.TestCase):
+    def test_unsupervised_client_does_nothing(self):
+        threads = threading.active_count()
+        for env in ({}, {"HERMESKILL_SOCKET": "", "NOTIFY_SOCKET": ""}):
+            hk = hermeskill.Client.from_env(env, interrupt_main=True)
+            self.assertFalse(hk.supervised)
+            self.assertIsNone(hk.address)
+            start = time.monotonic()
+            results = [
+                hk.ready(), hk.beat(), hk.progress(3), hk.usage(tokens=1, cost_usd=0.5),
+                hk.tool_call("web_search", {"q": "x"}), hk.error("timeout"), hk.status("s"),
+                hk.stopping(), hk.trigger("looping"),
+            ]
+            hk.start_heartbeat(0.01)
+            hk.checkpoint()
+            self.assertEqual(results, [False] * len(results))
+            self.assertFalse(hk.stop_requested)
+            self.assertEqual((hk.sent, hk.dropped, hk.warnings), (0, 0, []))
+            self.assertEqual(threading.active_count(), threads)
+            with hk:
+                pass
+            hk.close()
+            self.assertLess(time.monotonic() - start, 1.0)
+
+    def test_misuse_raises_supervised_or_not(self):
+        sup = FakeSupervisor()
+        self.addCleanup(sup.close)
+        for hk in (hermeskill.Client.from_env({}), hermeskill.Client(sup.path, dump_signal=None, environ={})):
+            with hk:
+                with self.assertRaises(ValueError):
+                    hk.progress(-1)
+                with self.assertRaises(TypeError):
+                    hk.progress(1.5)
+                with self.assertRaises(ValueError):
+                    hk.usage(cost_usd=float("inf"))
+                with self.assertRaises(ValueError):
+                    hk.usage(tokens=-3)
+                with self.assertRaises(ValueError):
+                    hk.start_heartbeat(-1)
+
+
+class DatagramTest(SupervisedTestCase):
+    def test_every_method_sends_its_exact_datagram(self):
+        hk = self.client()
+        cases = [
+            (hk.ready, "READY=1"),
+            (hk.beat, "WATCHDOG=1"),
+            (lambda: hk.progress(7), "PROGRESS=7"),
+            (lambda: hk.usage(tokens=1200, cost_usd=0.25), "TOKENS=1200\nCOST_USD=0.25"),
+            (lambda: hk.usage(tokens=5), "TOKENS=5"),
+            (lambda: hk.usage(cost_usd=0.1 + 0.2), "COST_USD=0.30000000000000004"),
+            (lambda: hk.usage(cost_usd=2), "COST_USD=2.0"),
+            (
+                lambda: hk.tool_call("web_search", {"q": "a<b", "n": 1}),
+                "TOOL=web_search\nTOOL_ARGS_SHA256="
+                "6802a7c2b17e87b4a48247e8a05a547826899abba22624e4123454068da8f6eb",
+            ),
+            (lambda: hk.error("timeout"), "ERROR=timeout"),
+            (lambda: hk.error(TimeoutError("upstream slow")), "ERROR=TimeoutError: upstream slow"),
+            (lambda: hk.error(KeyError()), "ERROR=KeyError"),
+            (lambda: hk.status("step 3"), "STATUS=step 3"),
+            (hk.stopping, "STOPPING=1"),
+            (lambda: hk.trigger("I am looping"), "WATCHDOG=trigger\nSTATUS=I am looping"),
+            (hk.trigger, "WATCHDOG=trigger"),
+        ]
+        for send, want in cases:
+            with self.subTest(want=want):
+                self.assertTrue(send())
+                self.assertEqual(self.sup.recv(), want)
+        self.assertFalse(hk.usage())  # nothing to say: nothing sent
+        self.sup.assert_silent(self)
+        self.assertEqual((hk.sent, hk.dropped), (len(cases), 0))
+
+    def test_sender_is_bound_so_directives_can_come_back(self):
+        hk = self.connected_client()
+        self.assertIsInstance(self.sup.peer, bytes)
+        self.assertTrue(self.sup.peer.startswith(b"\0"), self.sup.peer)  # Linux autobind
+        self.assertIn("connected=True", repr(hk))
+
+    def test_text_is_one_capped_line(self):
+        hk = self.client()
+        hk.status("a\nb\rc\0d")
+        self.assertEqual(self.sup.recv(), "STATUS=a b c d")
+        hk.error("x" * 5000)
+        self.assertEqual(self.sup.recv(), "ERROR=" + "x" * hermeskill.MAX_TEXT_BYTES)
+        hk.status("€" * 400)  # 3 bytes each: cut on a character boundary
+        self.assertEqual(self.sup.recv(), "STATUS=" + "€" * (hermeskill.MAX_TEXT_BYTES // 3))
+        hk.tool_call("evil\nSTOP=1", None)
+        self.assertEqual(self.sup.recv().split("\n")[0], "TOOL=evil STOP=1")
+        hk.status("\ud800 lone surrogate")
+        self.assertEqual(self.sup.recv(), "STATUS=? lone surrogate")
+
+    def test_dump_signal_announced_first_and_with_ready(self):
+        hk = self.client(dump_signal=signal.SIGUSR2)
+        self.assertEqual(self.sup.recv(), "DUMP_SIGNAL=SIGUSR2")
+        hk.beat()
+        self.assertEqual(self.sup.recv(), "WATCHDOG=1")
+        hk.ready()
+        self.assertEqual(self.sup.recv(), "READY=1\nDUMP_SIGNAL=SIGUSR2")
+
+    def test_dump_signal_not_taken_from_the_application(self):
+        previous = signal.signal(signal.SIGUSR2, lambda *_: None)
+
+        def restore():
+            signal.signal(signal.SIGUSR2, previous)
+            faulthandler.unregister(signal.SIGUSR2)  # forget an earlier test's registration
+
+        self.addCleanup(restore)
+        hk = self.client(dump_signal=signal.SIGUSR2)
+        hk.ready()
+        self.assertEqual(self.sup.recv(), "READY=1")
+
+
+class DirectiveTest(SupervisedTestCase):
+    def test_stop_makes_checkpoint_raise(self):
+        hk = self.connected_client()
+        hk.checkpoint()
+        self.sup.send("STOP=1\nCHECK=cost\nREASON=spent 5.10 USD, limit 5\nGRACE_USEC=10000000\nCHECK=later")
+        wait_until(lambda: hk.stop_requested, what="stop_requested")
+        for _ in range(2):  # it keeps raising
+            with self.assertRaises(hermeskill.HermeskillTerminated) as cm:
+                hk.checkpoint()
+            stop = cm.exception
+            self.assertEqual((stop.check, stop.reason, stop.grace), ("cost", "spent 5.10 USD, limit 5", 10.0))
+        self.assertIn("cost: spent 5.10 USD", str(stop))
+        # An agent's `except Exception:` around a tool call must not swallow the stop.
+        self.assertFalse(issubclass(hermeskill.HermeskillTerminated, Exception))
+        # The first STOP wins.
+        self.sup.send("STOP=1\nCHECK=manual\nREASON=operator")
+        self.barrier(hk)
+        with self.assertRaises(hermeskill.HermeskillTerminated) as cm:
+            hk.checkpoint()
+        self.assertEqual(cm.exception.check, "cost")
+
+    def test_stop_without_grace(self):
+        hk = self.connected_client()
+        self.sup.send("STOP=1\nCHECK=manual")
+        wait_until(lambda: hk.stop_requested)
+        with self.assertRaises(hermeskill.HermeskillTerminated) as cm:
+            hk.checkpoint()
+        self.assertEqual((cm.exception.check, cm.exception.reason, cm.exception.grace), ("manual", "", None))
+
+    def test_stop_interrupts_main_thread_once(self):
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
+        hk = self.connected_client(interrupt_main=True)
+        interrupted = False
+        try:
+            self.sup.send("STOP=1\nCHECK=progress_timeout\nREASON=no progress for 5m")
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                time.sleep(0.005)
+        except KeyboardInterrupt:
+            interrupted = True
+        self.assertTrue(interrupted, "no KeyboardInterrupt in the main thread")
+        self.assertTrue(hk.stop_requested)
+        # A second STOP does not interrupt again: the barrier warning is handled after it,
+        # and the loop would raise KeyboardInterrupt out of the test if it did.
+        self.sup.send("STOP=1\nCHECK=manual")
+        self.barrier(hk)
+        for _ in range(5):
+            time.sleep(0.005)
+
+    def test_warnings_are_kept_and_passed_to_callback(self):
+        got = []
+        hk = self.connected_client(on_warning=got.append)
+        self.sup.send("WARNING=memory: rss 1.2GiB over warn 1GiB")
+        wait_until(lambda: got)
+        self.assertEqual(got, ["memory: rss 1.2GiB over warn 1GiB"])
+        self.assertEqual(hk.warnings, got)
+        self.assertFalse(hk.stop_requested)
+
+    def test_warnings_are_bounded(self):
+        hk = self.connected_client()
+        for i in range(hermeskill.MAX_WARNINGS + 10):
+            self.sup.send("WARNING=tokens: %d" % i)
+        last = "tokens: %d" % (hermeskill.MAX_WARNINGS + 9)
+        wait_until(lambda: last in hk.warnings)
+        self.assertEqual(len(hk.warnings), hermeskill.MAX_WARNINGS)
+        self.assertEqual(hk.warnings[0], "tokens: 10")
+
+    def test_failing_callback_does_not_stop_the_receiver(self):
+        def explode(text):
+            raise RuntimeError("callback bug")
+
+        hk = self.connected_client(on_warning=explode)
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            self.sup.send("WARNING=cost: 4.10 USD")
+            self.sup.send("STOP=1\nCHECK=cost")
+            wait_until(lambda: hk.stop_requested)
+        self.assertIn("callback bug", stderr.getvalue())
+        self.assertEqual(hk.warnings, ["cost: 4.10 USD"])
+
+    def test_directive_from_another_socket_is_refused(self):
+        hk = self.connected_client()
+        forger = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.addCleanup(forger.close)
+        forger.bind(os.path.join(self.sup.dir, "forger.sock"))
+        # The client is connected to the supervisor: the kernel refuses everyone else.
+        with self.assertRaises(PermissionError):
+            forger.sendto(b"STOP=1\nCHECK=manual\nREASON=forged", self.sup.peer)
+        self.barrier(hk)
+        self.assertFalse(hk.stop_requested)
+        hk.checkpoint()
+
+    def test_close_stops_receiver_promptly(self):
+        hk = self.connected_client()
+        receiver = hk._receiver_thread
+        self.assertTrue(receiver.is_alive())
+        start = time.monotonic()
+        hk.close()
+        self.assertLess(time.monotonic() - start, 1.0)
+        self.assertFalse(receiver.is_alive())
+        hk.close()  # idempotent
+        self.assertFalse(hk.beat())
+        self.assertFalse(hk.status("after close"))
+        hk.checkpoint()
+        self.sup.assert_silent(self, within=0.05)
+
+
+class FastReconnectClient(hermeskill.Client):
+    _reconnect_interval = 0.3
+
+
+class SocketTroubleTest(SupervisedTestCase):
+    def test_full_queue_drops_instead_of_blocking(self):
+        hk = self.client()  # the supervisor never reads
+        start = time.monotonic()
+        results = [hk.beat() for _ in range(300)]
+        self.assertLess(time.monotonic() - start, 2.0)
+        delivered = len(self.sup.pending())
+        self.assertGreater(hk.dropped, 0)
+        self.assertEqual(results.count(True), delivered)
+        self.assertEqual(hk.dropped + delivered, 300)
+        self.assertTrue(hk.beat(), "queue drained, sending works again")
+
+    def test_supervisor_absent_at_start(self):
+        path = os.path.join(self.sup.dir, "absent.sock")
+        hk = self.client(address=path)
+        self.assertFalse(hk.beat())
+        self.assertFalse(hk.ready())
+        self.assertEqual(hk.dropped, 2)
+
+    def test_reconnect_is_rate_limited(self):
+        path = os.path.join(self.sup.dir, "later.sock")
+        start = time.monotonic()
+        hk = FastReconnectClient(path, dump_signal=None, environ={})  # connect fails: no socket
+        self.addCleanup(hk.close)
+        later = FakeSupervisor(self.sup.dir, "later.sock")
+        self.addCleanup(later.close, remove_dir=False)
+        delivered = hk.beat()
+        if time.monotonic() - start < FastReconnectClient._reconnect_interval:
+            # (skipped when a loaded machine has already taken longer than the interval)
+            self.assertFalse(delivered, "must not reconnect before the interval")
+        while not delivered:
+            time.sleep(0.01)
+            delivered = hk.beat()
+        self.assertGreaterEqual(time.monotonic() - start, FastReconnectClient._reconnect_interval)
+        self.assertEqual(later.pending(), ["WATCHDOG=1"])
+
+    def test_supervisor_restart(self):
+        hk = FastReconnectClient(self.sup.path, dump_signal=signal.SIGUSR2, environ={})
+        self.addCleanup(hk.close)
+        self.assertEqual(self.sup.recv(), "DUMP_SIGNAL=SIGUSR2")
+        old_peer = self.sup.peer
+        self.sup.close(remove_dir=False)  # the supervisor dies
+        self.assertFalse(hk.beat())
+        self.assertGreaterEqual(hk.dropped, 1)
+        # While disconnected the kernel lets anyone send to the client: such datagrams are
+        # discarded, never taken for directives.
+        forger = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.addCleanup(forger.close)
+        with contextlib.suppress(OSError):
+            forger.sendto(b"STOP=1\nCHECK=manual\nREASON=forged", old_peer)
+        self.sup = FakeSupervisor(self.sup.dir)  # restarted at the same path
+        self.addCleanup(self.sup.close)
+        wait_until(hk.beat, what="reconnection")
+        # The new supervisor learns the dump signal from the first datagram it gets.
+        self.assertEqual(self.sup.recv(), "WATCHDOG=1\nDUMP_SIGNAL=SIGUSR2")
+        self.barrier(hk)
+        self.assertFalse(hk.stop_requested)
+
+
+class HeartbeatTest(SupervisedTestCase):
+    def test_beats_at_interval_and_stops_on_close(self):
+        hk = self.client(heartbeat_interval=0.05)
+        hk.start_heartbeat()
+        thread = hk._heartbeat_thread
+        hk.start_heartbeat()  # a second call does not start a second thread
+        self.assertIs(hk._heartbeat_thread, thread)
+        stamps = []
+        for _ in range(8):
+            self.assertEqual(self.sup.recv(), "WATCHDOG=1")
+            stamps.append(time.monotonic())
+        gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
+        median = gaps[len(gaps) // 2]
+        self.assertGreater(median, 0.025)
+        self.assertLess(median, 0.15)
+        start = time.monotonic()
+        hk.close()
+        self.assertLess(time.monotonic() - start, 1.0)
+        self.assertFalse(thread.is_alive())
+        self.sup.pending()
+        self.sup.assert_silent(self, within=0.15)
+
+    def test_interval_argument_and_watchdog_usec(self):
+        hk = self.client(environ={"WATCHDOG_USEC": "3000000"})
+        self.assertAlmostEqual(hk.heartbeat_interval, 1.0)
+        hk.start_heartbeat(interval=0.02)  # overrides the 1s from WATCHDOG_USEC
+        self.sup.recv()
+        start = time.monotonic()
+        for _ in range(5):
+            self.assertEqual(self.sup.recv(), "WATCHDOG=1")
+        self.assertLess(time.monotonic() - start, 0.9)
+
+
+CHILD = textwrap.dedent(
+    """
+    import hermeskill
+
+    hk = hermeskill.Client.from_env()
+    hk.ready()
+    hk.start_heartbeat()
+
+    def wedged_here():
+        hk.status("wedged")
+        while True:
+            pass
+
+    wedged_here()
+    """
+)
+
+
+class LastWordsTest(SupervisedTestCase):
+    def test_dump_signal_prints_tracebacks_of_a_wedged_agent(self):
+        env = dict(os.environ, PYTHONPATH=HERE, HERMESKILL_SOCKET=self.sup.path, WATCHDOG_USEC="300000")
+        env.pop("NOTIFY_SOCKET", None)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD], env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        self.addCleanup(proc.stderr.close)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        got = self.sup.recv_until(lambda d: d == "STATUS=wedged")
+        self.assertEqual(got[0], "DUMP_SIGNAL=SIGUSR2")
+        self.assertIn("READY=1\nDUMP_SIGNAL=SIGUSR2", got)
+        # Dump once every thread runs: faulthandler reads thread state without the GIL and
+        # can crash on a thread being created (CPython issue 116008).
+        if "WATCHDOG=1" not in got:
+            self.sup.recv_until(lambda d: d == "WATCHDOG=1")
+        proc.send_signal(signal.SIGUSR2)
+        stderr = read_until(proc.stderr, b"wedged_here", timeout=5)
+        self.assertIn(b"wedged_here", stderr)
+        self.assertGreaterEqual(stderr.count(b"hread 0x"), 3, stderr)  # main, heartbeat, receiver
+        self.assertIsNone(proc.poll(), "the dump must not kill the agent")
+        # The heartbeat thread still beats while the main thread spins.
+        self.assertEqual(self.sup.recv_until(lambda d: d == "WATCHDOG=1")[-1], "WATCHDOG=1")
+
+
+def read_until(stream, needle, timeout):
+    """Read ``stream`` until ``needle`` appears or ``timeout`` passes; return what was read."""
+    out = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(stream, selectors.EVENT_READ)
+        while needle not in out:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                break
+            chunk = os.read(stream.fileno(), 65536)
+            if not chunk:
+                break
+            out += chunk
+    return out
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,129 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+const (
+	warningsBuffer = 16
+	maxDirective   = 8 << 10
+)
+
+// Context returns a child of parent that is also cancelled when hermeskilld
+// sends the STOP directive; context.Cause then returns a *StopError. Called
+// after STOP, it returns a context that is already cancelled. The no-op client
+// returns parent itself.
+//
+// Each call registers with the client until the returned context ends: call
+// it once per task, not per step.
+func (c *Client) Context(parent context.Context) context.Context {
+	if !c.supervised {
+		return parent
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	if c.stopped.Err() != nil {
+		cancel(context.Cause(c.stopped))
+		return ctx
+	}
+	unregister := context.AfterFunc(c.stopped, func() { cancel(context.Cause(c.stopped)) })
+	context.AfterFunc(ctx, func() { unregister() })
+	return ctx
+}
+
+// Warnings returns the channel of WARNING directives, "check: text" (e.g.
+// "memory: tree RSS 1.1GiB over 1GiB"). Warnings that find the channel's
+// buffer full are discarded. The channel is closed by Close.
+func (c *Client) Warnings() <-chan string { return c.warnings }
+
+// readDirectives receives the supervisor's datagrams until Close.
+func (c *Client) readDirectives() {
+	defer close(c.readerDone)
+	buf := make([]byte, maxDirective)
+	for {
+		n, err := c.file.Read(buf) // one datagram per read
+		switch {
+		case err == nil:
+			c.apply(buf[:n])
+		case err == io.EOF: // an empty datagram
+		case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+			// A pending socket error, reported once: keep reading.
+		case errors.Is(err, os.ErrClosed):
+			return
+		default:
+			return // unexpected; never spin on it
+		}
+	}
+}
+
+// apply acts on one directive datagram.
+func (c *Client) apply(datagram []byte) {
+	stop, warning := parseDirective(datagram)
+	if stop != nil {
+		c.stop(stop) // only the first cause is kept
+	}
+	if warning != "" {
+		select {
+		case c.warnings <- warning:
+		default:
+		}
+	}
+}
+
+// parseDirective parses a datagram of newline-separated KEY=VALUE lines. It
+// returns a StopError when STOP=1 is present, and the WARNING value. As on the
+// supervisor's side, the first of duplicate keys wins, lines without '=' and
+// unknown keys are ignored, and a trailing CR is trimmed.
+func parseDirective(datagram []byte) (stop *StopError, warning string) {
+	var fields struct{ stop, check, reason, grace, warning []byte }
+	for line := range bytes.SplitSeq(datagram, []byte("\n")) {
+		key, value, ok := bytes.Cut(bytes.TrimSuffix(line, []byte("\r")), []byte("="))
+		if !ok {
+			continue
+		}
+		var field *[]byte
+		switch string(key) {
+		case "STOP":
+			field = &fields.stop
+		case "CHECK":
+			field = &fields.check
+		case "REASON":
+			field = &fields.reason
+		case "GRACE_USEC":
+			field = &fields.grace
+		case "WARNING":
+			field = &fields.warning
+		default:
+			continue
+		}
+		if *field == nil { // Cut never returns a nil value: nil means unseen, and the first wins
+			*field = value
+		}
+	}
+	if string(fields.stop) == "1" {
+		stop = &StopError{
+			Check:  string(fields.check),
+			Reason: string(fields.reason),
+			Grace:  parseUsec(fields.grace),
+		}
+	}
+	return stop, string(fields.warning)
+}
+
+// parseUsec parses a count of microseconds; 0 when malformed, capped when huge.
+func parseUsec(v []byte) time.Duration {
+	usec, err := strconv.ParseUint(string(v), 10, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange) || usec > uint64(maxDuration/time.Microsecond):
+		return maxDuration
+	case err != nil:
+		return 0
+	}
+	return time.Duration(usec) * time.Microsecond
+}

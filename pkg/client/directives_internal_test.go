@@ -1,0 +1,50 @@
+package client
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseDirective(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      string
+		stop    *StopError
+		warning string
+	}{
+		{"stop", "STOP=1\nCHECK=memory\nREASON=rss 2GiB\nGRACE_USEC=1500000",
+			&StopError{Check: "memory", Reason: "rss 2GiB", Grace: 1500 * time.Millisecond}, ""},
+		{"stop only", "STOP=1", &StopError{}, ""},
+		{"not STOP=1", "STOP=0\nCHECK=memory", nil, ""},
+		{"first key wins", "STOP=1\nCHECK=a\nCHECK=b\nSTOP=0", &StopError{Check: "a"}, ""},
+		{"CRLF and junk", "junk\r\nSTOP=1\r\nREASON=x=y\r\n\n", &StopError{Reason: "x=y"}, ""},
+		{"bad grace", "STOP=1\nGRACE_USEC=soon", &StopError{}, ""},
+		{"huge grace", "STOP=1\nGRACE_USEC=99999999999999999999", &StopError{Grace: maxDuration}, ""},
+		{"warning", "WARNING=cost: $4.10 over $4.00", nil, "cost: $4.10 over $4.00"},
+		{"empty", "", nil, ""},
+		{"unknown keys", "HELLO=1\nSTOP", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stop, warning := parseDirective([]byte(tc.in))
+			require.Equal(t, tc.stop, stop)
+			require.Equal(t, tc.warning, warning)
+		})
+	}
+}
+
+func TestStopErrorMessage(t *testing.T) {
+	require.Equal(t, "hermeskilld stop", (&StopError{}).Error())
+	require.Equal(t, "hermeskilld stop: manual", (&StopError{Check: "manual"}).Error())
+}
+
+func TestAppendText(t *testing.T) {
+	require.Equal(t, "a b c", string(appendText(nil, "a\nb\rc")))
+	long := strings.Repeat("é", maxText) // 2 bytes each
+	got := appendText(nil, long)
+	require.Len(t, got, maxText)
+	require.Equal(t, long[:maxText], string(got))
+	require.Equal(t, strings.Repeat("x", maxText-1), string(appendText(nil, strings.Repeat("x", maxText-1)+"€")))
+}

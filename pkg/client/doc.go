@@ -1,0 +1,37 @@
+// Package client is the Go agent side of hermeskilld's heartbeat protocol.
+//
+// An agent supervised by hermeskilld finds the supervisor's socket in
+// HERMESKILL_SOCKET (or NOTIFY_SOCKET, so the same code also talks to systemd),
+// and reports to it over AF_UNIX SOCK_DGRAM. The protocol is sd_notify(3)'s,
+// https://www.freedesktop.org/software/systemd/man/latest/sd_notify.html,
+// extended with keys that systemd ignores. One datagram is one message of
+// newline-separated KEY=VALUE lines:
+//
+//	READY=1                      startup done
+//	WATCHDOG=1                   heartbeat
+//	WATCHDOG=trigger + STATUS=…  the agent asks to be killed
+//	STATUS=text                  free text shown by `hermeskilld ps`
+//	STOPPING=1                   the agent is shutting down by itself
+//	PROGRESS=N                   monotonic step counter
+//	TOKENS=N, COST_USD=X         cumulative usage
+//	TOOL=name + TOOL_ARGS_SHA256=hex   one tool call began (see ArgsHash)
+//	ERROR=text                   one error happened
+//	DUMP_SIGNAL=SIGNAME          the signal that makes the agent dump its stacks
+//
+// Text values are made single-line and capped at 1 KiB.
+//
+// The supervisor answers with directives, sent back to the client's socket:
+//
+//	STOP=1, CHECK=name, REASON=text, GRACE_USEC=N   stop now
+//	WARNING=name: text                              a warning symptom
+//
+// [Client.Context] turns STOP into context cancellation with a [*StopError]
+// cause, and [Client.Warnings] delivers warnings. The client's socket is
+// connected to the supervisor's, so the kernel refuses directives from any
+// other socket.
+//
+// Every method is safe for concurrent use and never blocks the agent: a message
+// that cannot be sent at once is dropped and counted ([Client.Dropped]). When the
+// process is not supervised, [FromEnv] returns a client whose methods do nothing,
+// so agent code runs the same with and without hermeskilld.
+package client
