@@ -12,6 +12,8 @@ import (
 // the survivors (children exiting along with their parent).
 const settle = 50 * time.Millisecond
 
+var waitSteps = map[string]bool{StepCoopWait: true, StepTermWait: true, StepReaped: true, StepReapTimeout: true}
+
 // DefaultReapTimeout bounds the wait after SIGKILL when the plan sets none.
 const DefaultReapTimeout = 3 * time.Second
 
@@ -35,8 +37,17 @@ type runner struct {
 	mainLogged bool
 }
 
-func (r *runner) record(name string, at time.Time, detail map[string]any) {
-	s := Step{Name: name, At: at, Duration: time.Since(at), Detail: detail}
+// record appends a step that began at began: an action (a signal sent)
+// is stamped when it happened; a wait (coop_wait, term_wait, reaped) when
+// it ended — "reaped" is the moment the tree was found empty — and both
+// carry how long they took.
+func (r *runner) record(name string, began time.Time, detail map[string]any) {
+	now := time.Now()
+	at := began
+	if waitSteps[name] {
+		at = now
+	}
+	s := Step{Name: name, At: at, Duration: now.Sub(began), Detail: detail}
 	r.res.Steps = append(r.res.Steps, s)
 	if r.p.OnStep != nil {
 		r.p.OnStep(s)
