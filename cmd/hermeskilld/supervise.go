@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,9 +18,11 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/hermeskill/hermeskilld/internal/audit"
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
+	"github.com/hermeskill/hermeskilld/internal/recorder"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 )
 
@@ -131,9 +134,18 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 		syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
 	defer signal.Stop(sigs)
 
+	rec := &recorder.Recorder{Log: log}
+	if f.auditLog != "" {
+		l, err := audit.Open(f.auditLog, audit.Options{})
+		if err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--audit-log: %w", err)}
+		}
+		rec.Audit = audit.NewAsync(l, 4096, func(err error) { log.Error("audit log", zap.Error(err)) })
+		defer rec.Audit.Close()
+	}
 	opts := supervisor.Options{
 		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, SocketDir: sockDir,
-		CertsDir: certsDir, Log: log,
+		CertsDir: certsDir, Log: log, OnEvent: rec.Event,
 	}
 	opts.Stdin = os.Stdin
 	if isTerminal(os.Stdin) {
@@ -305,7 +317,7 @@ func limit(l *config.Limit, kill int64) *config.Limit {
 	return l
 }
 
-var idUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+var idUnsafe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._-]+`) })
 
 // deriveID names an agent after its command: `python3 agent.py` is
 // "agent", `./bot` is "bot".
@@ -320,7 +332,7 @@ func deriveID(argv []string) string {
 		}
 	}
 	name = strings.TrimSuffix(name, filepath.Ext(name))
-	name = strings.Trim(idUnsafe.ReplaceAllString(name, "-"), ".-")
+	name = strings.Trim(idUnsafe().ReplaceAllString(name, "-"), ".-")
 	if name == "" {
 		name = "agent"
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -287,10 +288,12 @@ type problem struct {
 	key, at, msg string
 }
 
+// The name patterns are compiled on first use: supervise's start-up time
+// is a product figure, and most runs never validate a label.
 var (
-	idRE       = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$`)
-	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	labelKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./-]{0,62}$`)
+	idRE       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$`) })
+	envNameRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+	labelKeyRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./-]{0,62}$`) })
 )
 
 // reservedEnv are set by hermeskilld for the child (DESIGN §2); an agent
@@ -307,7 +310,7 @@ func (a *Agent) problems(requireIDAndCommand bool) []problem {
 	switch {
 	case a.ID == "" && requireIDAndCommand:
 		add("id", "", "required")
-	case a.ID != "" && !idRE.MatchString(a.ID):
+	case a.ID != "" && !idRE().MatchString(a.ID):
 		add("id", "", "%q must be 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'", a.ID)
 	}
 	switch {
@@ -321,7 +324,7 @@ func (a *Agent) problems(requireIDAndCommand bool) []problem {
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
 		switch {
-		case !envNameRE.MatchString(k):
+		case !envNameRE().MatchString(k):
 			add("env", "env."+k, "%q is not a valid variable name (letters, digits and '_', not starting with a digit)", k)
 		case slices.Contains(reservedEnv, k):
 			add("env."+k, "", "set by hermeskilld for the agent, cannot be overridden")
@@ -329,7 +332,7 @@ func (a *Agent) problems(requireIDAndCommand bool) []problem {
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.Labels)) {
 		switch {
-		case !labelKeyRE.MatchString(k):
+		case !labelKeyRE().MatchString(k):
 			add("labels", "labels."+k, "%q is not a valid label name (up to 63 letters, digits, '_', '.', '/', '-', starting with a letter or '_')", k)
 		case len(a.Labels[k]) > maxLabelValue:
 			add("labels."+k, "", "longer than %d bytes", maxLabelValue)

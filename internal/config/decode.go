@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -101,8 +102,8 @@ func (d *decoder) err() error {
 }
 
 var (
-	yamlLineErr   = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-	yamlAnchorErr = regexp.MustCompile(`^yaml: unknown anchor '(.*)' referenced$`)
+	yamlLineErr   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
+	yamlAnchorErr = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: unknown anchor '(.*)' referenced$`) })
 )
 
 // yamlParserProblems are the messages of yaml's parser (not its scanner).
@@ -169,13 +170,13 @@ func (d *decoder) document(data []byte) (*yaml.Node, bool) {
 func (d *decoder) syntaxError(data []byte, err error) {
 	msg := err.Error()
 	e := &Error{File: d.file, Line: 1, Msg: strings.TrimPrefix(msg, "yaml: ")}
-	if m := yamlLineErr.FindStringSubmatch(msg); m != nil {
+	if m := yamlLineErr().FindStringSubmatch(msg); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
 		e.Msg = m[2]
 		if yamlParserProblems[e.Msg] {
 			e.Line++
 		}
-	} else if m := yamlAnchorErr.FindStringSubmatch(msg); m != nil {
+	} else if m := yamlAnchorErr().FindStringSubmatch(msg); m != nil {
 		e.Line = 0
 		for i, l := range bytes.Split(data, []byte("\n")) {
 			if bytes.Contains(l, []byte("*"+m[1])) {

@@ -28,6 +28,7 @@ func NewRuntime(opts Options) (*Runtime, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, os.NewSyscallError("prctl PR_SET_CHILD_SUBREAPER", err)
 	}
+	spawner() // start the forking thread now, while the caller sets up
 	return &Runtime{reaper: newReaper(opts.OnOrphan), pid1: os.Getpid() == 1}, nil
 }
 

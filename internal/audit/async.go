@@ -1,0 +1,58 @@
+package audit
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Async appends from one goroutine of its own, so no caller ever waits on
+// the file (the flock other writers hold, an fsync): a kill must never wait
+// for its record. Events are written in the order they were queued.
+type Async struct {
+	l       *Log
+	ch      chan Event
+	onErr   func(error)
+	dropped atomic.Uint64
+	once    sync.Once
+	done    chan struct{}
+}
+
+// NewAsync starts the writer. queue bounds the events waiting to be
+// written; onErr (may be nil) hears about every failed append.
+func NewAsync(l *Log, queue int, onErr func(error)) *Async {
+	a := &Async{l: l, ch: make(chan Event, queue), onErr: onErr, done: make(chan struct{})}
+	go a.run()
+	return a
+}
+
+func (a *Async) run() {
+	defer close(a.done)
+	for ev := range a.ch {
+		if err := a.l.Append(ev); err != nil && a.onErr != nil {
+			a.onErr(err)
+		}
+	}
+}
+
+// Append queues ev without blocking. It reports false, and counts the
+// event as dropped, when the queue is full (the disk is stuck).
+func (a *Async) Append(ev Event) bool {
+	select {
+	case a.ch <- ev:
+		return true
+	default:
+		a.dropped.Add(1)
+		return false
+	}
+}
+
+// Dropped is how many events were dropped because the queue was full.
+func (a *Async) Dropped() uint64 { return a.dropped.Load() }
+
+// Close writes what is queued, then closes the log. Append must not be
+// called after Close.
+func (a *Async) Close() error {
+	a.once.Do(func() { close(a.ch) })
+	<-a.done
+	return a.l.Close()
+}

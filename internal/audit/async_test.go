@@ -1,0 +1,52 @@
+package audit
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+func TestAsyncWritesInOrderAndVerifies(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := Open(path, Options{})
+	require.NoError(t, err)
+	a := NewAsync(l, 1024, func(err error) { t.Errorf("append: %v", err) })
+	for i := 0; i < 100; i++ {
+		require.True(t, a.Append(Event{Type: TypeSymptom, AgentID: "a", Data: map[string]int{"i": i}}))
+	}
+	require.NoError(t, a.Close())
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	rep, err := Verify(f)
+	require.NoError(t, err)
+	require.Equal(t, 100, rep.Lines)
+	require.EqualValues(t, 100, rep.LastSeq)
+	require.Zero(t, a.Dropped())
+}
+
+func TestAsyncDropsWhenFull(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := Open(path, Options{})
+	require.NoError(t, err)
+	// Another holder of the chain's lock (a second open file description,
+	// as another process would have) blocks the writer on its first
+	// append: the queue of 2 fills and Append must not block.
+	other, err := os.Open(path + ".lock")
+	require.NoError(t, err)
+	defer other.Close()
+	require.NoError(t, flock(other, unix.LOCK_EX))
+	a := NewAsync(l, 2, nil)
+	a.Append(Event{Type: TypeSymptom}) // taken by the writer, which blocks
+	dropped := false
+	for i := 0; i < 10 && !dropped; i++ {
+		dropped = !a.Append(Event{Type: TypeSymptom})
+	}
+	require.True(t, dropped)
+	require.NotZero(t, a.Dropped())
+	require.NoError(t, flock(other, unix.LOCK_UN))
+	require.NoError(t, a.Close())
+}

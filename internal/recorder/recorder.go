@@ -1,0 +1,103 @@
+// Package recorder fans a supervised agent's events out to the records
+// kept of it: the hash-chained audit log, Prometheus metrics, the
+// control-plane outbox and the daemon's event stream. supervise and the
+// daemon both record through it, so one event means the same thing in
+// every record. Nothing here may block: events come from the kill path.
+package recorder
+
+import (
+	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/audit"
+	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/supervisor"
+)
+
+// Observer is the metrics side (internal/metrics.Metrics).
+type Observer interface {
+	Observe(ev supervisor.Event)
+}
+
+// Outbox is the control-plane delivery side (internal/outbox.Outbox):
+// Enqueue must only write the item durably and return.
+type Outbox interface {
+	Enqueue(c *certs.Certificate, raw []byte) error
+}
+
+// Recorder dispatches events; every field may be nil.
+type Recorder struct {
+	Audit   *audit.Async
+	Metrics Observer
+	Outbox  Outbox
+	// Stream receives every event too (the daemon's event stream).
+	Stream func(supervisor.Event)
+	Log    *zap.Logger
+}
+
+// Event records one supervisor event. It is safe for concurrent use as
+// long as the sinks are.
+func (r *Recorder) Event(ev supervisor.Event) {
+	if r.Audit != nil {
+		if !r.Audit.Append(AuditEvent(ev)) && r.Log != nil {
+			r.Log.Error("audit queue full; event not recorded", zap.String("type", ev.Type), zap.String("agent", ev.AgentID))
+		}
+	}
+	if r.Metrics != nil {
+		r.Metrics.Observe(ev)
+	}
+	if r.Outbox != nil && ev.Type == supervisor.EventCertificate && ev.Cert != nil {
+		if raw, err := certs.Marshal(ev.Cert); err == nil {
+			if err := r.Outbox.Enqueue(ev.Cert, raw); err != nil && r.Log != nil {
+				r.Log.Error("certificate not queued for the control plane", zap.String("cert", ev.Cert.CertID), zap.Error(err))
+			}
+		}
+	}
+	if r.Stream != nil {
+		r.Stream(ev)
+	}
+}
+
+// AuditEvent is the audit log's line for a supervisor event. Tool
+// arguments never appear: events carry only their hashes.
+func AuditEvent(ev supervisor.Event) audit.Event {
+	data := map[string]any{"at": ev.Time}
+	if ev.PID != 0 {
+		data["pid"] = ev.PID
+	}
+	sync := false
+	switch ev.Type {
+	case supervisor.EventSymptom:
+		if s := ev.Symptom; s != nil {
+			data["check"], data["severity"] = s.Check, s.Severity
+			data["observed"], data["threshold"], data["message"] = s.Observed, s.Threshold, s.Message
+			if s.Operator != "" {
+				data["operator"], data["reason"] = s.Operator, s.Reason
+			}
+		}
+	case supervisor.EventStep:
+		if s := ev.Step; s != nil {
+			data["step"], data["duration_ms"] = s.Name, float64(s.Duration.Microseconds())/1000
+			if len(s.Detail) > 0 {
+				data["detail"] = s.Detail
+			}
+		}
+	case supervisor.EventExited:
+		if e := ev.Exit; e != nil {
+			data["exit"] = e.String()
+			data["status"] = e.ShellCode()
+		}
+	case supervisor.EventCertificate, supervisor.EventCertFailed:
+		sync = true // certificate-level events reach the disk before we go on
+		if c := ev.Cert; c != nil {
+			data["cert_id"], data["trigger_type"], data["trigger_check"] = c.CertID, c.TriggerType, c.TriggerCheck
+			data["reached"], data["mode"] = c.Escalation.Reached, c.Mode
+		}
+		if ev.CertPath != "" {
+			data["path"] = ev.CertPath
+		}
+		if ev.Err != nil {
+			data["error"] = ev.Err.Error()
+		}
+	}
+	return audit.Event{Type: ev.Type, AgentID: ev.AgentID, Data: data, Sync: sync}
+}
