@@ -1,0 +1,236 @@
+package metrics
+
+import (
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hermeskill/hermeskilld/internal/heartbeat"
+)
+
+// AgentSample is one agent's state at scrape time.
+type AgentSample struct {
+	ID    string
+	State string // the daemon's state: running, backoff, quarantined, failed, …
+	// Heartbeats counts the agent's accepted heartbeats; it may restart
+	// from 0 when the agent restarts (rate() handles counter resets).
+	Heartbeats uint64
+	Heartbeat  heartbeat.StatsSnapshot
+}
+
+// DropReasons are the reason label values of
+// hermeskill_datagrams_dropped_total, in the order they are exported.
+var DropReasons = []string{"oversize", "malformed", "forged", "unverifiable", "rate_limited", "overflow"}
+
+func dropped(s heartbeat.StatsSnapshot) []uint64 {
+	return []uint64{s.Oversize, s.Malformed, s.Forged, s.Unverifiable, s.RateLimited, s.Overflow}
+}
+
+// SetSource sets the function the per-agent series are read from at each
+// scrape (nil: none). It is called on the scraping goroutine, so it must be
+// quick and safe for concurrent use.
+func (m *Metrics) SetSource(f func() []AgentSample) {
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	m.state.source = f
+}
+
+// SetOutbox sets the control plane outbox's figures (outbox.Stats):
+// pending and parked items now, delivered and failed attempts since start.
+// The outbox series appear once it has been called.
+func (m *Metrics) SetOutbox(pending, parked int, delivered, failures uint64) {
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	m.state.outbox = &outboxFigures{pending: pending, parked: parked, delivered: delivered,
+		failures: failures, rejected: m.state.rejected()}
+}
+
+// SetOutboxRejected sets how many certificates the outbox refused because
+// it was full (outbox.Stats.Rejected).
+func (m *Metrics) SetOutboxRejected(rejected uint64) {
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	if m.state.outbox == nil {
+		m.state.outbox = &outboxFigures{}
+	}
+	m.state.outbox.rejected = rejected
+}
+
+type outboxFigures struct {
+	pending, parked               int
+	delivered, failures, rejected uint64
+}
+
+var (
+	descAgents = prometheus.NewDesc(namespace+"_agents",
+		"Agents by state.", []string{"state"}, nil)
+	descHeartbeats = prometheus.NewDesc(namespace+"_heartbeats_total",
+		"Heartbeats accepted, by agent.", []string{"agent"}, nil)
+	descDropped = prometheus.NewDesc(namespace+"_datagrams_dropped_total",
+		"Heartbeat socket datagrams dropped, by agent and reason.", []string{"agent", "reason"}, nil)
+	descPending = prometheus.NewDesc(namespace+"_outbox_pending",
+		"Certificates waiting for delivery to the control plane.", nil, nil)
+	descParked = prometheus.NewDesc(namespace+"_outbox_parked",
+		"Certificates the control plane refused, parked for an operator.", nil, nil)
+	descDelivered = prometheus.NewDesc(namespace+"_outbox_delivered_total",
+		"Certificates delivered to the control plane.", nil, nil)
+	descFailures = prometheus.NewDesc(namespace+"_outbox_failures_total",
+		"Failed delivery attempts (retried or parked).", nil, nil)
+	descRejected = prometheus.NewDesc(namespace+"_outbox_rejected_total",
+		"Certificates not queued for delivery because the outbox was full.", nil, nil)
+)
+
+// stateCollector exports the pulled series at scrape time.
+type stateCollector struct {
+	labels     *agentLabels
+	agentKills *prometheus.CounterVec
+
+	mu     sync.Mutex
+	source func() []AgentSample
+	outbox *outboxFigures
+}
+
+func (c *stateCollector) rejected() uint64 {
+	if c.outbox == nil {
+		return 0
+	}
+	return c.outbox.rejected
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAgents, descHeartbeats, descDropped,
+		descPending, descParked, descDelivered, descFailures, descRejected} {
+		ch <- d
+	}
+	c.agentKills.Describe(ch)
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	source, ob := c.source, c.outbox
+	if ob != nil {
+		copied := *ob
+		ob = &copied
+	}
+	c.mu.Unlock()
+
+	if ob != nil {
+		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(ob.pending))
+		ch <- prometheus.MustNewConstMetric(descParked, prometheus.GaugeValue, float64(ob.parked))
+		ch <- prometheus.MustNewConstMetric(descDelivered, prometheus.CounterValue, float64(ob.delivered))
+		ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(ob.failures))
+		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.CounterValue, float64(ob.rejected))
+	}
+	if source == nil {
+		c.agentKills.Collect(ch)
+		return
+	}
+	samples := source()
+	ids := make([]string, 0, len(samples))
+	for _, s := range samples {
+		ids = append(ids, s.ID)
+	}
+	c.labels.sync(ids)
+	c.agentKills.Collect(ch)
+
+	// Sum by label: several agents share "_other", and a source may repeat
+	// an id; a series must be exported once.
+	type perAgent struct {
+		heartbeats uint64
+		dropped    []uint64
+	}
+	states := map[string]int{}
+	agents := map[string]*perAgent{}
+	var order []string
+	for _, s := range samples {
+		states[s.State]++
+		label := c.labels.label(s.ID)
+		a := agents[label]
+		if a == nil {
+			a = &perAgent{dropped: make([]uint64, len(DropReasons))}
+			agents[label] = a
+			order = append(order, label)
+		}
+		a.heartbeats += s.Heartbeats
+		for i, n := range dropped(s.Heartbeat) {
+			a.dropped[i] += n
+		}
+	}
+	for state, n := range states {
+		ch <- prometheus.MustNewConstMetric(descAgents, prometheus.GaugeValue, float64(n), state)
+	}
+	for _, label := range order {
+		a := agents[label]
+		ch <- prometheus.MustNewConstMetric(descHeartbeats, prometheus.CounterValue, float64(a.heartbeats), label)
+		for i, reason := range DropReasons {
+			ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(a.dropped[i]), label, reason)
+		}
+	}
+}
+
+// agentLabels hands out at most limit agent label values; the other agents
+// are OtherAgent.
+type agentLabels struct {
+	limit     int
+	onRelease func(id string) // called with mu held
+
+	mu    sync.Mutex
+	slots map[string]struct{}
+}
+
+func newAgentLabels(limit int, onRelease func(string)) *agentLabels {
+	return &agentLabels{limit: limit, onRelease: onRelease, slots: map[string]struct{}{}}
+}
+
+// label returns id's label value, giving id a slot when one is free.
+func (l *agentLabels) label(id string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.labelLocked(id)
+}
+
+// with calls fn with id's label value, holding the lock so that a slot
+// freed concurrently cannot lose the series fn creates.
+func (l *agentLabels) with(id string, fn func(label string)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fn(l.labelLocked(id))
+}
+
+func (l *agentLabels) labelLocked(id string) string {
+	if id == "" || id == OtherAgent {
+		return OtherAgent
+	}
+	if _, ok := l.slots[id]; ok {
+		return id
+	}
+	if len(l.slots) < l.limit {
+		l.slots[id] = struct{}{}
+		return id
+	}
+	return OtherAgent
+}
+
+// sync frees the slots of agents not in present, then gives free slots to
+// present agents without one, in id order (deterministic across scrapes).
+func (l *agentLabels) sync(present []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	in := make(map[string]struct{}, len(present))
+	for _, id := range present {
+		in[id] = struct{}{}
+	}
+	for id := range l.slots {
+		if _, ok := in[id]; !ok {
+			delete(l.slots, id)
+			if l.onRelease != nil {
+				l.onRelease(id)
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(in)) {
+		l.labelLocked(id)
+	}
+}

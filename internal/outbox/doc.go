@@ -1,0 +1,85 @@
+// Package outbox delivers death certificates to the control plane at least
+// once, and pulls the control plane's kill requests ("directives") for the
+// agents this host runs (DESIGN §8, "Control plane").
+//
+// It owns the wire protocol between hermeskilld and the control plane and
+// the durable state that makes delivery survive restarts and outages:
+// state_dir/outbox/ (one file per undelivered certificate), its parked/
+// subdirectory (certificates the control plane refused), and
+// directives-seen.json (the directive ids already acted on).
+//
+// # Kill events (hermeskilld -> control plane)
+//
+//	POST {url}/agents/{agent_id}/kill_events
+//	Authorization: Bearer <token>        (the token file's content, trimmed; no header without a token file)
+//	Idempotency-Key: <cert_id>
+//	Content-Type: application/json
+//
+//	{"trigger_type": "auto", "trigger_reason": "no heartbeat for 30.0s (timeout 30s)",
+//	 "triggered_at": "2026-12-02T10:15:03.123456789Z", "terminated_at": "…" | null,
+//	 "death_certificate": { …the certificate file, byte for byte… },
+//	 "shutdown_log": [ …the certificate's shutdown_log… ]}
+//
+// {agent_id} is path-escaped. death_certificate is the certificate's JSON
+// exactly as written to its file, so its Ed25519 signature still verifies on
+// the other side. The token file is read again at every attempt, so a
+// rotated token is used without a restart.
+//
+// The control plane must treat Idempotency-Key as the identity of the event:
+// the same key may arrive more than once (a response lost on the way back,
+// a crash between the 2xx and the deletion of the file), and the second
+// arrival must not create a second event. Responses:
+//
+//	2xx                          delivered: the file is deleted
+//	408, 429, 5xx, 401, 403,     retried with backoff (the item keeps its place)
+//	network errors, timeouts
+//	any other status (400, 404,  parked: moved to parked/, logged, counted,
+//	409, 413, 422, …)            never retried automatically
+//
+// 401 and 403 are retried rather than parked because they mean a token
+// problem that the operator fixes by replacing the token file, not a bad
+// certificate: parking would strand every certificate sent meanwhile. To
+// retry a parked certificate, move parked/<cert_id>.json back into the
+// outbox directory and restart the daemon; parked/<cert_id>.reason says
+// what the control plane answered.
+//
+// # Order and backoff
+//
+// One goroutine (Run) sends, oldest item first, one request at a time.
+// Backoff is global: a retryable failure is taken as "the control plane is
+// unreachable", not "this item is bad", so Run waits before its next
+// request of any item, and retries the same (oldest) item first. The wait
+// after the n-th consecutive failure is "full jitter": a uniformly random
+// duration in [0, min(MaxBackoff, MinBackoff·2^(n-1))), but never less than
+// the response's Retry-After (capped at MaxBackoff). Any success resets it.
+// Enqueue wakes Run at once unless it is backing off. A consequence worth
+// knowing: an item the control plane always answers 5xx blocks the ones
+// behind it — hermeskill_outbox_pending grows and the failures counter
+// climbs, which is what the alerts in docs/metrics.md watch.
+//
+// # Directives (control plane -> hermeskilld)
+//
+//	GET {url}/agents/{agent_id}/directives
+//	Authorization: Bearer <token>
+//	Accept: application/json
+//
+//	200 {"directives": [{"id": "d1", "action": "kill", "reason": "runaway spend",
+//	                     "operator": "alice@cp"}]}
+//	204 or 404: no directives for this agent
+//
+// The Poller asks for each agent the daemon runs, every poll interval
+// (jittered by ±20%). The control plane may return a directive at every
+// poll until it expires on its side; hermeskilld acts once per (agent_id,
+// id): ids already acted on are remembered in directives-seen.json (the
+// newest MaxSeen of them). Acting comes first and remembering second, so a
+// crash between the two repeats the directive once, which for "kill" is
+// harmless. Actions:
+//
+//	kill   stop the agent through the escalation ladder; the certificate is
+//	       trigger_type "manual" and is delivered as a kill event like any
+//	       other, which is the control plane's acknowledgement
+//
+// A directive with another action is logged and ignored (and remembered, so
+// it is logged once). A directive without id or action is ignored. Fields
+// other than these are ignored, so the control plane may add some.
+package outbox
