@@ -155,6 +155,7 @@ func Detect(opts Options) (*Manager, error) {
 		procRoot:     cmp.Or(opts.ProcRoot, "/proc"),
 		owners:       append([]string{ownerName}, opts.OwnerComm...),
 		pid:          os.Getpid(),
+		start:        selfStart(cmp.Or(opts.ProcRoot, "/proc")),
 		fallbackKill: opts.fallbackKill,
 		removeWait:   defaultRemoveWait,
 	}
@@ -233,4 +234,18 @@ func (m *Manager) enableControllers() {
 	if data, err := os.ReadFile(ctl); err == nil {
 		m.controllers = strings.Fields(string(data))
 	}
+}
+
+// selfStart is our own start time (0 when unreadable: our groups then
+// fall back to the name check of ownerAlive).
+func selfStart(procRoot string) uint64 {
+	data, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(os.Getpid()), "stat"))
+	if err != nil {
+		return 0
+	}
+	start, err := parseStatStart(data)
+	if err != nil {
+		return 0
+	}
+	return start
 }

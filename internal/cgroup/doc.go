@@ -56,11 +56,14 @@
 //
 // # Names
 //
-// An agent's cgroup is named "<sanitised-id>.<owner-pid>.<n>", owner-pid
-// being the hermeskilld process that created it and n a per-process
-// counter. A hermeskilld that died (SIGKILL, OOM, power loss in a
-// container that kept its cgroups) leaves cgroups whose owner is no longer
-// a live hermeskilld; CleanupStale finds them by name, kills what runs in
-// them and removes them. A name that does not follow the pattern is not
+// An agent's cgroup is named "<sanitised-id>.<owner-pid>-<owner-start>.<n>":
+// the pid and start time (proc(5) stat field 22) of the hermeskilld process
+// that created it — together they identify that process exactly, whatever
+// its binary is called and even after its pid is reused — and n a
+// per-process counter. A hermeskilld that died (SIGKILL, OOM, power loss in
+// a container that kept its cgroups) leaves cgroups whose owner no longer
+// exists; CleanupStale finds them by name, kills what runs in them and
+// removes them. Names of older versions ("<id>.<pid>.<n>") are judged by the
+// owner's process name instead. A name that follows neither pattern is not
 // ours and is left alone.
 package cgroup

@@ -204,29 +204,52 @@ func sanitizeID(id string) string {
 }
 
 // groupName is the directory name of an agent cgroup.
-func groupName(id string, owner int, n uint64) string {
-	return sanitizeID(id) + "." + strconv.Itoa(owner) + "." + strconv.FormatUint(n, 10)
+func groupName(id string, owner int, start uint64, n uint64) string {
+	return sanitizeID(id) + "." + strconv.Itoa(owner) + "-" + strconv.FormatUint(start, 10) + "." + strconv.FormatUint(n, 10)
 }
 
-// parseGroupName returns the owner pid of a name made by groupName, or
-// false when the name is not one of ours.
-func parseGroupName(name string) (owner int, ok bool) {
+// parseGroupName returns the owner of a name made by groupName: its pid
+// and start time (0 for the older "<id>.<pid>.<n>" names, which carry no
+// start time), or false when the name is not one of ours.
+func parseGroupName(name string) (owner int, start uint64, ok bool) {
 	rest, n, ok := cutLast(name, '.')
 	if !ok || !allDigits(n) {
-		return 0, false
+		return 0, 0, false
 	}
-	id, pid, ok := cutLast(rest, '.')
-	if !ok || id == "" || !allDigits(pid) {
-		return 0, false
+	id, who, ok := cutLast(rest, '.')
+	if !ok || id == "" || sanitizeID(id) != id {
+		return 0, 0, false
 	}
-	if sanitizeID(id) != id {
-		return 0, false
+	pid, startText, hasStart := strings.Cut(who, "-")
+	if !allDigits(pid) || (hasStart && !allDigits(startText)) {
+		return 0, 0, false
 	}
 	owner, err := strconv.Atoi(pid)
 	if err != nil || owner <= 0 {
-		return 0, false
+		return 0, 0, false
 	}
-	return owner, true
+	if hasStart {
+		if start, err = strconv.ParseUint(startText, 10, 64); err != nil {
+			return 0, 0, false
+		}
+	}
+	return owner, start, true
+}
+
+// parseStatStart returns the start time (field 22, in clock ticks since
+// boot) of a /proc/PID/stat file: with the pid, the identity of a
+// process, safe against pid reuse.
+func parseStatStart(data []byte) (uint64, error) {
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("stat: malformed %q", data)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	// After the comm come state (3) … starttime (22): index 19 here.
+	if len(f) < 20 {
+		return 0, fmt.Errorf("stat: malformed %q", data)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
 }
 
 func cutLast(s string, sep byte) (before, after string, ok bool) {

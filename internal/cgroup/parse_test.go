@@ -178,6 +178,14 @@ func TestAppendPIDs(t *testing.T) {
 	assert.Error(t, err)
 }
 
+func TestParseStatStart(t *testing.T) {
+	start, err := parseStatStart([]byte("42 (a) b) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10 18446744073709551615"))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(123456), start)
+	_, err = parseStatStart([]byte("42 (x) S 1"))
+	assert.Error(t, err)
+}
+
 func TestParseStatState(t *testing.T) {
 	s, err := parseStatState([]byte("42 (a) b) Z 1 42 42 0 -1"))
 	require.NoError(t, err)
@@ -197,16 +205,23 @@ func TestGroupNames(t *testing.T) {
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, sanitizeID(tt.id), "%q", tt.id)
-		name := groupName(tt.id, 4242, 7)
-		assert.Equal(t, tt.want+".4242.7", name)
-		owner, ok := parseGroupName(name)
+		name := groupName(tt.id, 4242, 99, 7)
+		assert.Equal(t, tt.want+".4242-99.7", name)
+		owner, start, ok := parseGroupName(name)
 		assert.True(t, ok, name)
 		assert.Equal(t, 4242, owner)
+		assert.Equal(t, uint64(99), start)
 	}
+	// Names of older versions carry no start time.
+	owner, start, ok := parseGroupName("bot.4242.7")
+	assert.True(t, ok)
+	assert.Equal(t, 4242, owner)
+	assert.Zero(t, start)
 	for _, name := range []string{
 		"supervisor", "hermeskill-test-123", "a.1", "a.x.1", "a.1.x", ".1.2", "a b.1.2", "a.0.1", "cgroup.procs",
+		"a.1-.2", "a.1-x.2", "a.-5.2",
 	} {
-		_, ok := parseGroupName(name)
+		_, _, ok := parseGroupName(name)
 		assert.False(t, ok, name)
 	}
 }

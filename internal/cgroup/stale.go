@@ -15,15 +15,12 @@ import (
 const staleWait = 5 * time.Second
 
 // CleanupStale removes the agent cgroups under the base whose owner (the
-// pid in their name) is not a live hermeskilld: what still runs in them
+// process named in their name) is gone: what still runs in them
 // is killed (Kill), waited for (bounded), and the cgroup removed. It
 // returns the directories removed; failures on some groups are joined in
 // the error while the others are still cleaned. Directories whose name is
-// not "<id>.<pid>.<n>" are not ours and are left alone, as is
+// not "<id>.<pid>-<start>.<n>" (or the older "<id>.<pid>.<n>") are not ours and are left alone, as is
 // base/supervisor.
-//
-// A pid reused by another hermeskilld makes its predecessor's groups
-// look owned: they are kept until that process exits.
 func (m *Manager) CleanupStale() ([]string, error) {
 	entries, err := os.ReadDir(m.base)
 	if err != nil {
@@ -35,8 +32,8 @@ func (m *Manager) CleanupStale() ([]string, error) {
 		if !e.IsDir() {
 			continue
 		}
-		owner, ok := parseGroupName(e.Name())
-		if !ok || m.ownerAlive(owner) {
+		owner, start, ok := parseGroupName(e.Name())
+		if !ok || m.ownerAlive(owner, start) {
 			continue
 		}
 		dir := filepath.Join(m.base, e.Name())
@@ -67,12 +64,15 @@ func (m *Manager) reap(dir string) error {
 	return g.Remove()
 }
 
-// ownerAlive reports whether pid is a live hermeskilld (or one of
-// Options.OwnerComm): proc(5) /proc/PID/comm, or the base name of
-// /proc/PID/exe for a binary renamed on disk. This process always is.
-// A zombie is not alive: it runs nothing and will not clean up.
-func (m *Manager) ownerAlive(pid int) bool {
-	if pid == m.pid {
+// ownerAlive reports whether the owner of a group is alive. A name with
+// the owner's start time identifies it exactly: the pid must exist with
+// that start time (whatever the binary is called: a renamed binary, a test
+// binary). An older name without it falls back to the name: a live
+// hermeskilld (or one of Options.OwnerComm), from proc(5) /proc/PID/comm
+// or the base name of /proc/PID/exe. This process always is alive. A
+// zombie is not: it runs nothing and will not clean up.
+func (m *Manager) ownerAlive(pid int, start uint64) bool {
+	if pid == m.pid && (start == 0 || start == m.start) {
 		return true
 	}
 	dir := filepath.Join(m.procRoot, strconv.Itoa(pid))
@@ -82,6 +82,10 @@ func (m *Manager) ownerAlive(pid int) bool {
 	}
 	if state, err := parseStatState(stat); err != nil || state == 'Z' || state == 'X' {
 		return false
+	}
+	if start != 0 {
+		got, err := parseStatStart(stat)
+		return err == nil && got == start
 	}
 	if comm, err := os.ReadFile(filepath.Join(dir, "comm")); err == nil {
 		if m.isOwner(strings.TrimSuffix(string(comm), "\n"), true) {

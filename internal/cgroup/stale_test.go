@@ -28,8 +28,17 @@ func TestCleanupStale(t *testing.T) {
 	ghost := filepath.Join(m.Base(), "ghost."+strconv.Itoa(dead)+".1")
 	alien := filepath.Join(m.Base(), "alien.1.1")
 	ours := filepath.Join(m.Base(), "ours."+strconv.Itoa(os.Getpid())+".1")
+	// A live pid with another start time: the pid was reused after its
+	// owner died.
+	reused := filepath.Join(m.Base(), "reused.1-1.1")
+	// pid 1 with its real start time: alive whatever its name.
+	stat1, err := os.ReadFile("/proc/1/stat")
+	require.NoError(t, err)
+	start1, err := parseStatStart(stat1)
+	require.NoError(t, err)
+	init := filepath.Join(m.Base(), "init.1-"+strconv.FormatUint(start1, 10)+".1")
 	other := filepath.Join(m.Base(), "other-tool")
-	for _, dir := range []string{ghost, alien, ours, other} {
+	for _, dir := range []string{ghost, alien, ours, other, reused, init} {
 		require.NoError(t, os.Mkdir(dir, 0o755))
 	}
 	mkdirGroup(t, ghost, "nested")
@@ -46,7 +55,9 @@ func TestCleanupStale(t *testing.T) {
 
 	removed, err := m.CleanupStale()
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{ghost, alien}, removed)
+	assert.ElementsMatch(t, []string{ghost, alien, reused}, removed)
+	assert.DirExists(t, init, "the owner's pid and start time match: alive, whatever its name")
+	require.NoError(t, os.Remove(init))
 	assert.NoDirExists(t, ghost)
 	assert.NoDirExists(t, alien)
 	assert.DirExists(t, ours, "owned by a live hermeskilld (this test)")
@@ -63,8 +74,9 @@ func TestOwnerAlive(t *testing.T) {
 	t.Parallel()
 	m := &Manager{procRoot: "/proc", owners: []string{ownerName, "a-very-long-binary-name"}, pid: -1}
 	m.owners = append(m.owners, testComm)
-	assert.True(t, m.ownerAlive(os.Getpid()), "comm %q", testComm)
-	assert.False(t, m.ownerAlive(1<<30))
+	assert.True(t, m.ownerAlive(os.Getpid(), 0), "comm %q", testComm)
+	assert.False(t, m.ownerAlive(1<<30, 0))
+	assert.False(t, m.ownerAlive(1, 1), "pid 1 did not start at tick 1")
 
 	// comm is cut at 15 bytes.
 	assert.True(t, m.isOwner("a-very-long-bin", true))
