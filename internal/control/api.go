@@ -1,0 +1,186 @@
+// Package control is the daemon's operator API: HTTP/1.1 + JSON on the Unix
+// socket runtime_dir/control.sock (as Docker's API is), callers identified
+// by SO_PEERCRED, and the client the hermeskilld subcommands use.
+//
+// Authorisation (DESIGN §7): root and members of the operators group may
+// change things (kill, estop, release); members of the read group, and the
+// operators, may read (list, status, certificates, events); everyone else
+// gets 403. Every changing request is passed to the Backend's audit hook
+// with the caller's uid before it is acted on.
+package control
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/supervisor"
+	"github.com/hermeskill/hermeskilld/internal/symptoms"
+)
+
+// Errors a Backend returns; the server maps them to HTTP statuses and the
+// client maps the statuses back, so errors.Is works on both sides.
+var (
+	ErrNotFound  = errors.New("no such agent")              // 404
+	ErrConflict  = errors.New("not possible in this state") // 409
+	ErrBadInput  = errors.New("bad request")                // 400
+	ErrForbidden = errors.New("permission denied")          // 403
+	// ErrNoDaemon: the control socket does not exist or refuses
+	// connections (client side only).
+	ErrNoDaemon = errors.New("hermeskilld daemon is not running")
+	// ErrSocketInUse: another daemon is listening on the control socket
+	// (server side only).
+	ErrSocketInUse = errors.New("control socket in use by a running daemon")
+)
+
+// Agent states as the daemon reports them.
+const (
+	StateStarting    = "starting"
+	StateRunning     = "running"
+	StateStopping    = "stopping"
+	StateBackoff     = "backoff"     // exited; restarting after a delay
+	StateExited      = "exited"      // exited; not restarted (policy)
+	StateFailed      = "failed"      // crash loop: restart limit reached
+	StateQuarantined = "quarantined" // killed; down until released
+	StateEstopped    = "estopped"    // down because of the e-stop
+	StateInvalid     = "invalid"     // its file does not parse; never started
+)
+
+// AgentInfo is one row of `hermeskilld ps`.
+type AgentInfo struct {
+	ID              string            `json:"id"`
+	State           string            `json:"state"`
+	PID             int               `json:"pid,omitempty"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	StartedAt       time.Time         `json:"started_at,omitempty"`
+	LastHeartbeatAt time.Time         `json:"last_heartbeat_at,omitempty"`
+	Progress        uint64            `json:"progress"`
+	CostUSD         float64           `json:"cost_usd"`
+	Tokens          uint64            `json:"tokens"`
+	Warnings        int               `json:"warnings"`
+	Restarts        int               `json:"restarts"`
+	Status          string            `json:"status,omitempty"` // the agent's own STATUS=
+	// Note explains the state: the quarantine reason, the crash-loop
+	// limit, the config error, a pending change applied at next start.
+	Note string `json:"note,omitempty"`
+}
+
+// AgentStatus is everything `hermeskilld status ID` shows.
+type AgentStatus struct {
+	AgentInfo
+	Source      string             `json:"source"`  // the agent file
+	Command     []string           `json:"command"` // as it runs now
+	Mode        string             `json:"mode"`
+	Containment string             `json:"containment,omitempty"`
+	Checks      map[string]string  `json:"checks"`             // check -> threshold, as applied now
+	Escalation  map[string]string  `json:"escalation"`         // coop_signal, coop_grace, term_grace
+	Pending     []string           `json:"pending,omitempty"`  // "command changes at next start", …
+	Symptoms    []symptoms.Symptom `json:"symptoms,omitempty"` // recent, oldest first
+	Run         *supervisor.Status `json:"run,omitempty"`      // the live run, when there is one
+	LastExit    string             `json:"last_exit,omitempty"`
+	LastCert    string             `json:"last_certificate,omitempty"`
+	Quarantine  *Quarantine        `json:"quarantine,omitempty"`
+	ConfigError string             `json:"config_error,omitempty"`
+}
+
+// Quarantine says why an agent is kept down.
+type Quarantine struct {
+	Since    time.Time `json:"since"`
+	Reason   string    `json:"reason"`
+	Operator string    `json:"operator,omitempty"`
+}
+
+// KillRequest selects agents to kill through the ladder. Exactly one of
+// ID, Selector or StartedBefore (Selector and StartedBefore combine) must
+// be set. Operator is filled by the server from the caller's credentials.
+type KillRequest struct {
+	ID            string            `json:"id,omitempty"`
+	Selector      map[string]string `json:"selector,omitempty"` // label=value, all must match
+	StartedBefore time.Time         `json:"started_before,omitempty"`
+	Reason        string            `json:"reason"` // required
+	Operator      string            `json:"operator,omitempty"`
+	// Wait: return once the agents are dead and their certificates are
+	// written (bounded by their ladders), instead of once the kills began.
+	Wait bool `json:"wait"`
+}
+
+// KillResult is the outcome for one agent.
+type KillResult struct {
+	ID          string `json:"id"`
+	Reached     string `json:"reached,omitempty"`     // escalation stage, when waited for
+	Certificate string `json:"certificate,omitempty"` // path, when waited for
+	Error       string `json:"error,omitempty"`
+}
+
+// EstopRequest kills every agent and keeps them down.
+type EstopRequest struct {
+	Reason   string `json:"reason"`
+	Operator string `json:"operator,omitempty"`
+	Wait     bool   `json:"wait"`
+}
+
+// ReleaseRequest lets a quarantined agent (or, with Estop, every agent
+// held by the e-stop) start again.
+type ReleaseRequest struct {
+	ID       string `json:"id,omitempty"`
+	Estop    bool   `json:"estop,omitempty"`
+	Operator string `json:"operator,omitempty"`
+}
+
+// CertSummary is one row of `hermeskilld certs ls`.
+type CertSummary struct {
+	CertID       string    `json:"cert_id"`
+	AgentID      string    `json:"agent_id"`
+	Path         string    `json:"path"`
+	Mode         string    `json:"mode"`
+	TriggerType  string    `json:"trigger_type"`
+	TriggerCheck string    `json:"trigger_check"`
+	Reason       string    `json:"trigger_reason"`
+	Reached      string    `json:"reached"`
+	TriggeredAt  time.Time `json:"triggered_at"`
+	Signed       bool      `json:"signed"`
+}
+
+// Event is one line of the event stream (`hermeskilld events`).
+type Event struct {
+	Time    time.Time      `json:"time"`
+	Type    string         `json:"type"` // supervisor event types, plus agent_state, operator_request, config_*
+	AgentID string         `json:"agent_id,omitempty"`
+	Message string         `json:"message"`
+	Data    map[string]any `json:"data,omitempty"`
+}
+
+// DaemonInfo is GET /v1/info.
+type DaemonInfo struct {
+	Version     string         `json:"version"`
+	PID         int            `json:"pid"`
+	StartedAt   time.Time      `json:"started_at"`
+	Estopped    bool           `json:"estopped"`
+	Containment string         `json:"containment"`
+	Agents      map[string]int `json:"agents"` // state -> count
+}
+
+// Caller is who sent a request, from SO_PEERCRED.
+type Caller struct {
+	PID, UID, GID int
+	// Name is "uid:N" plus the user name when known ("uid:1000(alice)").
+	Name string
+}
+
+// Backend is what the server serves: the daemon implements it.
+type Backend interface {
+	Info() DaemonInfo
+	List() []AgentInfo
+	Status(id string) (AgentStatus, error)
+	Kill(ctx context.Context, req KillRequest) ([]KillResult, error)
+	Estop(ctx context.Context, req EstopRequest) ([]KillResult, error)
+	Release(req ReleaseRequest) error
+	Certs(agentID string) ([]CertSummary, error)
+	// Cert returns the raw certificate file for an id (or a path under
+	// the certificates directory).
+	Cert(certID string) ([]byte, error)
+	// Subscribe streams events until cancel is called.
+	Subscribe() (events <-chan Event, cancel func())
+	// AuditRequest records a changing request before it is acted on.
+	AuditRequest(c Caller, method, path string, body any)
+}

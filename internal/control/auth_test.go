@@ -1,0 +1,169 @@
+package control_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hermeskill/hermeskilld/internal/control"
+)
+
+// requireRoot skips tests that need to run a client as another user.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root: runs the client as uid 65534")
+	}
+}
+
+// nobodyGroup is the name of group 65534 ("nogroup" on Debian, "nobody"
+// elsewhere): the primary group of the helper, whose uid is 65534.
+func nobodyGroup(t *testing.T) string {
+	t.Helper()
+	g, err := user.LookupGroupId("65534")
+	if err != nil {
+		t.Skipf("no group 65534: %v", err)
+	}
+	return g.Name
+}
+
+// TestAuthorization runs the client as uid 65534, a real other user, so
+// that the server sees it through SO_PEERCRED.
+func TestAuthorization(t *testing.T) {
+	requireRoot(t)
+	bin := publicTestBinary(t)
+	group := nobodyGroup(t)
+
+	t.Run("in no group", func(t *testing.T) {
+		// The membership function says the helper is in no group: the
+		// server refuses it, naming the groups.
+		b := fake()
+		_, c := serve(t, b, control.ServerOptions{ReadGroup: group, OperatorsGroup: "hk-ops", Member: nobodyMember})
+		r := asUser(t, bin, "list", c.Path())
+		assert.Equal(t, "forbidden", r.Kind)
+		assert.Contains(t, r.Msg, "group "+group+" or hk-ops")
+		assert.Contains(t, r.Msg, "uid:65534", "the caller as SO_PEERCRED names it")
+		r = asUser(t, bin, "kill", c.Path())
+		assert.Equal(t, "forbidden", r.Kind)
+		assert.Contains(t, r.Msg, "killing agents requires root or membership of group hk-ops")
+		assert.Empty(t, b.Calls(), "a refused request is neither audited nor acted on")
+	})
+
+	t.Run("read group", func(t *testing.T) {
+		// The default membership (os/user): 65534's primary group is the
+		// read group, so it may list and not kill.
+		b := fake()
+		_, c := serve(t, b, control.ServerOptions{ReadGroup: group})
+		r := asUser(t, bin, "list", c.Path())
+		assert.Equal(t, "ok", r.Kind, r.Msg)
+		assert.Equal(t, 3, r.N)
+		r = asUser(t, bin, "kill", c.Path())
+		assert.Equal(t, "forbidden", r.Kind)
+		assert.Contains(t, r.Msg, "requires root (control.operators_group is not set)")
+		assert.Empty(t, b.Calls())
+		assert.Equal(t, control.StateRunning, b.Agent("alpha").State)
+	})
+
+	t.Run("operators group", func(t *testing.T) {
+		b := fake()
+		_, c := serve(t, b, control.ServerOptions{OperatorsGroup: group})
+		r := asUser(t, bin, "kill", c.Path())
+		assert.Equal(t, "ok", r.Kind, r.Msg)
+		assert.Equal(t, 1, r.N)
+		assert.Equal(t, []string{"audit POST /v1/kill", "kill"}, b.Calls())
+		a := b.Audits()[0]
+		assert.Equal(t, 65534, a.Caller.UID, "audited with the caller's uid")
+		assert.Equal(t, 65534, a.Caller.GID)
+		assert.Equal(t, control.CallerName(65534), a.Body.(control.KillRequest).Operator)
+		assert.Equal(t, control.CallerName(65534), b.Agent("alpha").Quarantine.Operator)
+	})
+
+	t.Run("membership lookup fails", func(t *testing.T) {
+		b := fake()
+		_, c := serve(t, b, control.ServerOptions{ReadGroup: group,
+			Member: func(int, int, string) (bool, error) { return false, errors.New("nss down") }})
+		r := asUser(t, bin, "list", c.Path())
+		assert.Equal(t, "other", r.Kind)
+		assert.Contains(t, r.Msg, "500")
+		assert.Contains(t, r.Msg, "nss down")
+	})
+
+	t.Run("no groups", func(t *testing.T) {
+		// Only root may do anything: the helper connects (everyone may)
+		// and is refused by the server, which says why.
+		b := fake()
+		_, c := serve(t, b, control.ServerOptions{})
+		r := asUser(t, bin, "list", c.Path())
+		assert.Equal(t, "forbidden", r.Kind)
+		assert.Contains(t, r.Msg, "uid:65534")
+		assert.Empty(t, b.Calls())
+	})
+}
+
+// TestSocketMode: 0666 whatever the umask (everyone may connect; the
+// server authorises each request by SO_PEERCRED), owned by root.
+func TestSocketMode(t *testing.T) {
+	requireRoot(t)
+	for _, umask := range []int{0o000, 0o077} {
+		t.Run("umask "+strconv.FormatInt(int64(umask), 8), func(t *testing.T) {
+			old := syscall.Umask(umask)
+			defer syscall.Umask(old)
+			path := filepath.Join(shortDir(t), "control.sock")
+			s := control.NewServer(fake(), control.ServerOptions{Path: path, ReadGroup: nobodyGroup(t), OperatorsGroup: "hk-ops-none"})
+			require.NoError(t, s.Listen())
+			defer s.Close()
+			fi, err := os.Stat(path)
+			require.NoError(t, err)
+			assert.Equal(t, os.ModeSocket|control.SocketMode, fi.Mode())
+			assert.Equal(t, uint32(0), fi.Sys().(*syscall.Stat_t).Uid)
+		})
+	}
+}
+
+func TestInGroup(t *testing.T) {
+	u, err := user.Current()
+	require.NoError(t, err)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	g, err := user.LookupGroupId(u.Gid)
+	require.NoError(t, err)
+
+	ok, err := control.InGroup(uid, gid, g.Name)
+	require.NoError(t, err)
+	assert.True(t, ok, "the primary group")
+	ok, err = control.InGroup(uid, -1, g.Name)
+	require.NoError(t, err)
+	assert.True(t, ok, "the user database lists the primary group among the user's groups")
+	ok, err = control.InGroup(uid, gid, "hk-no-such-group")
+	require.NoError(t, err)
+	assert.False(t, ok, "a missing group has no members")
+
+	if grp, err := user.LookupGroupId("65534"); err == nil && u.Uid == "0" {
+		ok, err = control.InGroup(0, 0, grp.Name)
+		require.NoError(t, err)
+		assert.False(t, ok, "root is not in %s (root's powers come from its uid)", grp.Name)
+	}
+}
+
+func TestCallerName(t *testing.T) {
+	if u, err := user.LookupId("0"); err == nil {
+		assert.Equal(t, "uid:0("+u.Username+")", control.CallerName(0))
+	}
+	assert.Equal(t, "uid:4000000", control.CallerName(4000000))
+}
+
+// TestRootAlwaysAllowed: no group configured, root may do everything.
+func TestRootAlwaysAllowed(t *testing.T) {
+	requireRoot(t)
+	_, c := serve(t, fake(), control.ServerOptions{Member: nobodyMember})
+	_, err := c.Kill(context.Background(), control.KillRequest{ID: "alpha", Reason: "root"})
+	require.NoError(t, err)
+}

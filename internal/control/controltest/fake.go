@@ -1,0 +1,305 @@
+// Package controltest is an in-memory control.Backend for tests of the
+// control server, its client and the operator commands. control.Backend
+// is hermeskilld's own interface, so a fake is the right double here: the
+// daemon's real implementation is tested in its own package.
+//
+// The fake keeps agents, certificates and event subscribers in memory and
+// records every call in order (Calls), so that a test can check that a
+// request was audited before it was acted on.
+package controltest
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/hermeskill/hermeskilld/internal/control"
+)
+
+// Audit is one AuditRequest call.
+type Audit struct {
+	Caller       control.Caller
+	Method, Path string
+	Body         any
+}
+
+// Backend is the fake. Set its fields before serving it; afterwards use
+// its methods (it is then used concurrently by the server).
+type Backend struct {
+	mu       sync.Mutex
+	info     control.DaemonInfo
+	agents   map[string]*control.AgentStatus
+	certs    []control.CertSummary
+	files    map[string][]byte // cert id -> file
+	audits   []Audit
+	calls    []string
+	subs     map[int]chan control.Event
+	nextSub  int
+	estopped bool
+
+	// KillHook, when set, replaces the fake's kill (after the fake has
+	// recorded the call).
+	KillHook func(ctx context.Context, req control.KillRequest) ([]control.KillResult, error)
+
+	subscribed   chan struct{}
+	unsubscribed chan struct{}
+}
+
+var _ control.Backend = (*Backend)(nil)
+
+// New returns a fake serving agents (by ID).
+func New(info control.DaemonInfo, agents ...control.AgentStatus) *Backend {
+	b := &Backend{
+		info:         info,
+		agents:       map[string]*control.AgentStatus{},
+		files:        map[string][]byte{},
+		subs:         map[int]chan control.Event{},
+		subscribed:   make(chan struct{}, 64),
+		unsubscribed: make(chan struct{}, 64),
+	}
+	for _, a := range agents {
+		b.agents[a.ID] = &a
+	}
+	return b
+}
+
+// AddCert adds a certificate: its summary and its file.
+func (b *Backend) AddCert(s control.CertSummary, file []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.certs = append(b.certs, s)
+	b.files[s.CertID] = file
+}
+
+// Audits returns the AuditRequest calls so far.
+func (b *Backend) Audits() []Audit {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.audits)
+}
+
+// Calls returns the calls that change something, in order: "audit METHOD
+// PATH", "kill", "estop", "release".
+func (b *Backend) Calls() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.calls)
+}
+
+// Agent returns an agent's current status.
+func (b *Backend) Agent(id string) control.AgentStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return *b.agents[id]
+}
+
+// Subscribed receives once per Subscribe call; Unsubscribed once per
+// cancel.
+func (b *Backend) Subscribed() <-chan struct{}   { return b.subscribed }
+func (b *Backend) Unsubscribed() <-chan struct{} { return b.unsubscribed }
+
+// Publish sends e to every subscriber (blocking: tests publish little).
+func (b *Backend) Publish(e control.Event) {
+	b.mu.Lock()
+	subs := slices.Collect(maps.Values(b.subs))
+	b.mu.Unlock()
+	for _, ch := range subs {
+		ch <- e
+	}
+}
+
+// EndStreams closes every subscription, as a daemon shutting down does.
+func (b *Backend) EndStreams() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, ch := range b.subs {
+		close(ch)
+		delete(b.subs, id)
+	}
+}
+
+func (b *Backend) Info() control.DaemonInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	info := b.info
+	info.Estopped = b.estopped
+	info.Agents = map[string]int{}
+	for _, a := range b.agents {
+		info.Agents[a.State]++
+	}
+	return info
+}
+
+func (b *Backend) List() []control.AgentInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []control.AgentInfo
+	for _, id := range slices.Sorted(maps.Keys(b.agents)) {
+		out = append(out, b.agents[id].AgentInfo)
+	}
+	return out
+}
+
+func (b *Backend) Status(id string) (control.AgentStatus, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a, ok := b.agents[id]
+	if !ok {
+		return control.AgentStatus{}, fmt.Errorf("%w: %s", control.ErrNotFound, id)
+	}
+	return *a, nil
+}
+
+// Kill kills the matching running agents: they become quarantined, with
+// Reached "sigterm" and a certificate path when req.Wait.
+func (b *Backend) Kill(ctx context.Context, req control.KillRequest) ([]control.KillResult, error) {
+	b.mu.Lock()
+	b.calls = append(b.calls, "kill")
+	hook := b.KillHook
+	b.mu.Unlock()
+	if hook != nil {
+		return hook(ctx, req)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var ids []string
+	if req.ID != "" {
+		a, ok := b.agents[req.ID]
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", control.ErrNotFound, req.ID)
+		}
+		if a.State != control.StateRunning {
+			return nil, fmt.Errorf("%w: agent %s is %s", control.ErrConflict, req.ID, a.State)
+		}
+		ids = []string{req.ID}
+	} else {
+		for _, id := range slices.Sorted(maps.Keys(b.agents)) {
+			if a := b.agents[id]; a.State == control.StateRunning && matches(a, req) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return b.killLocked(ids, req.Reason, req.Operator, req.Wait), nil
+}
+
+func matches(a *control.AgentStatus, req control.KillRequest) bool {
+	for k, v := range req.Selector {
+		if a.Labels[k] != v {
+			return false
+		}
+	}
+	return req.StartedBefore.IsZero() || a.StartedAt.Before(req.StartedBefore)
+}
+
+func (b *Backend) killLocked(ids []string, reason, operator string, wait bool) []control.KillResult {
+	var out []control.KillResult
+	for _, id := range ids {
+		a := b.agents[id]
+		a.State = control.StateQuarantined
+		a.Quarantine = &control.Quarantine{Reason: reason, Operator: operator}
+		r := control.KillResult{ID: id}
+		if wait {
+			r.Reached = "sigterm"
+			r.Certificate = "/certs/" + id + ".json"
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Estop kills every running agent.
+func (b *Backend) Estop(_ context.Context, req control.EstopRequest) ([]control.KillResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, "estop")
+	b.estopped = true
+	var ids []string
+	for _, id := range slices.Sorted(maps.Keys(b.agents)) {
+		if b.agents[id].State == control.StateRunning {
+			ids = append(ids, id)
+		}
+	}
+	res := b.killLocked(ids, req.Reason, req.Operator, req.Wait)
+	for _, id := range ids {
+		b.agents[id].State = control.StateEstopped
+	}
+	return res, nil
+}
+
+// Release makes a quarantined agent (or every e-stopped one) running.
+func (b *Backend) Release(req control.ReleaseRequest) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, "release")
+	if req.Estop {
+		if !b.estopped {
+			return fmt.Errorf("%w: the e-stop is not engaged", control.ErrConflict)
+		}
+		b.estopped = false
+		for _, a := range b.agents {
+			if a.State == control.StateEstopped {
+				a.State, a.Quarantine = control.StateRunning, nil
+			}
+		}
+		return nil
+	}
+	a, ok := b.agents[req.ID]
+	if !ok {
+		return fmt.Errorf("%w: %s", control.ErrNotFound, req.ID)
+	}
+	if a.State != control.StateQuarantined {
+		return fmt.Errorf("%w: agent %s is %s, not quarantined", control.ErrConflict, req.ID, a.State)
+	}
+	a.State, a.Quarantine = control.StateRunning, nil
+	return nil
+}
+
+func (b *Backend) Certs(agentID string) ([]control.CertSummary, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []control.CertSummary
+	for _, c := range b.certs {
+		if agentID == "" || c.AgentID == agentID {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func (b *Backend) Cert(certID string) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f, ok := b.files[certID]
+	if !ok {
+		return nil, fmt.Errorf("%w: no certificate %s", control.ErrNotFound, certID)
+	}
+	return f, nil
+}
+
+func (b *Backend) Subscribe() (<-chan control.Event, func()) {
+	b.mu.Lock()
+	id := b.nextSub
+	b.nextSub++
+	ch := make(chan control.Event, 16)
+	b.subs[id] = ch
+	b.mu.Unlock()
+	b.subscribed <- struct{}{}
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			b.mu.Lock()
+			delete(b.subs, id)
+			b.mu.Unlock()
+			b.unsubscribed <- struct{}{}
+		})
+	}
+}
+
+func (b *Backend) AuditRequest(c control.Caller, method, path string, body any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.audits = append(b.audits, Audit{Caller: c, Method: method, Path: path, Body: body})
+	b.calls = append(b.calls, "audit "+method+" "+path)
+}

@@ -1,0 +1,251 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// The endpoints (DESIGN §7). Each changing one validates its request,
+// sets Operator from the caller, and calls Backend.AuditRequest before
+// the Backend acts.
+
+func (s *Server) info(w http.ResponseWriter, _ *http.Request, _ Caller) error {
+	return writeJSON(w, s.b.Info())
+}
+
+func (s *Server) list(w http.ResponseWriter, _ *http.Request, _ Caller) error {
+	return writeJSON(w, nonNil(s.b.List()))
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	st, err := s.b.Status(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, st)
+}
+
+func (s *Server) kill(w http.ResponseWriter, r *http.Request, c Caller) error {
+	var req KillRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkReason(req.Reason); err != nil {
+		return err
+	}
+	if err := checkSelection(req); err != nil {
+		return err
+	}
+	req.Operator = c.Name
+	s.b.AuditRequest(c, r.Method, r.URL.Path, req)
+	s.log.Info("kill requested", zap.String("caller", c.Name), zap.Int("pid", c.PID), zap.String("id", req.ID),
+		zap.Any("selector", req.Selector), zap.Time("started_before", req.StartedBefore),
+		zap.String("reason", req.Reason), zap.Bool("wait", req.Wait))
+	res, err := s.b.Kill(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, nonNil(res))
+}
+
+func (s *Server) estop(w http.ResponseWriter, r *http.Request, c Caller) error {
+	var req EstopRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkReason(req.Reason); err != nil {
+		return err
+	}
+	req.Operator = c.Name
+	s.b.AuditRequest(c, r.Method, r.URL.Path, req)
+	s.log.Warn("e-stop requested", zap.String("caller", c.Name), zap.Int("pid", c.PID),
+		zap.String("reason", req.Reason), zap.Bool("wait", req.Wait))
+	res, err := s.b.Estop(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, nonNil(res))
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request, c Caller) error {
+	var req ReleaseRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if (req.ID == "") == !req.Estop {
+		return fmt.Errorf("%w: give either an agent id or estop, not both", ErrBadInput)
+	}
+	req.Operator = c.Name
+	s.b.AuditRequest(c, r.Method, r.URL.Path, req)
+	s.log.Info("release requested", zap.String("caller", c.Name), zap.Int("pid", c.PID),
+		zap.String("id", req.ID), zap.Bool("estop", req.Estop))
+	if err := s.b.Release(req); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) certs(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	list, err := s.b.Certs(r.URL.Query().Get("agent"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, nonNil(list))
+}
+
+func (s *Server) cert(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	data, err := s.b.Cert(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(data) //nolint:errcheck // the client went away
+	return nil
+}
+
+// events streams events as NDJSON, one event a line, flushed as they come,
+// with an empty line every heartbeat, until the client goes away, the
+// server closes, or the Backend ends the subscription.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	rc := http.NewResponseController(w)
+	ch, cancel := s.b.Subscribe()
+	defer cancel()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return nil
+	}
+	tick := time.NewTicker(s.heartbeat)
+	defer tick.Stop()
+	enc := json.NewEncoder(w)
+	for {
+		var err error
+		select {
+		case <-r.Context().Done():
+			return nil
+		case e, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout)) //nolint:errcheck // best effort
+			err = enc.Encode(e)
+		case <-tick.C:
+			rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout)) //nolint:errcheck // best effort
+			_, err = io.WriteString(w, "\n")
+		}
+		if err == nil {
+			err = rc.Flush()
+		}
+		if err != nil {
+			s.log.Debug("event subscriber gone", zap.Error(err))
+			return nil
+		}
+	}
+}
+
+// decode reads a JSON request body into v: one object, no unknown fields,
+// at most maxBody bytes, within bodyReadTimeout.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(bodyReadTimeout)) //nolint:errcheck // best effort
+	defer rc.SetReadDeadline(time.Time{})               //nolint:errcheck // best effort
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: request body: %w", ErrBadInput, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: request body: data after the JSON object", ErrBadInput)
+	}
+	return nil
+}
+
+func checkReason(reason string) error {
+	if strings.TrimSpace(reason) == "" {
+		return fmt.Errorf("%w: a reason is required", ErrBadInput)
+	}
+	if len(reason) > maxReason {
+		return fmt.Errorf("%w: the reason is %d bytes, at most %d", ErrBadInput, len(reason), maxReason)
+	}
+	return nil
+}
+
+// checkSelection: exactly one of ID or Selector/StartedBefore.
+func checkSelection(req KillRequest) error {
+	byMatch := len(req.Selector) > 0 || !req.StartedBefore.IsZero()
+	switch {
+	case req.ID == "" && !byMatch:
+		return fmt.Errorf("%w: give an agent id, a selector or started_before", ErrBadInput)
+	case req.ID != "" && byMatch:
+		return fmt.Errorf("%w: give an agent id or a selector/started_before, not both", ErrBadInput)
+	}
+	for k := range req.Selector {
+		if k == "" {
+			return fmt.Errorf("%w: empty label name in the selector", ErrBadInput)
+		}
+	}
+	return nil
+}
+
+// statusOf maps the package's errors to HTTP statuses.
+func statusOf(err error) int {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, ErrBadInput):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// errorBody is every error response: {"error": "…"}.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, err error) { writeErrorText(w, statusOf(err), err.Error()) }
+
+func writeErrorText(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(errorBody{Error: msg}) //nolint:errcheck // the client went away
+}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode response: %w", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(b, '\n')) //nolint:errcheck // the client went away
+	return nil
+}
+
+// nonNil makes an empty list [] rather than null on the wire.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

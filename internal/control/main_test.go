@@ -1,0 +1,169 @@
+package control_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/control/controltest"
+)
+
+// helperEnv names the client operation the re-executed test binary runs
+// (as another user) against the socket given as its argument.
+const helperEnv = "HK_CONTROL_HELPER"
+
+func TestMain(m *testing.M) {
+	if op := os.Getenv(helperEnv); op != "" {
+		os.Exit(helper(op, os.Args[1]))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// helperResult is what the helper prints: the outcome of one client call.
+type helperResult struct {
+	Kind string `json:"kind"` // ok, forbidden, notfound, badinput, nodaemon, other
+	Msg  string `json:"msg"`
+	N    int    `json:"n"` // agents listed, agents killed
+}
+
+func helper(op, socket string) int {
+	c := control.NewClient(socket)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var r helperResult
+	var err error
+	switch op {
+	case "list":
+		var l []control.AgentInfo
+		l, err = c.List(ctx)
+		r.N = len(l)
+	case "kill":
+		var res []control.KillResult
+		res, err = c.Kill(ctx, control.KillRequest{ID: "alpha", Reason: "test", Wait: true})
+		r.N = len(res)
+	default:
+		err = fmt.Errorf("unknown helper op %q", op)
+	}
+	r.Kind = kindOf(err)
+	if err != nil {
+		r.Msg = err.Error()
+	}
+	json.NewEncoder(os.Stdout).Encode(r) //nolint:errcheck // read by the test
+	return 0
+}
+
+func kindOf(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, control.ErrForbidden):
+		return "forbidden"
+	case errors.Is(err, control.ErrNotFound):
+		return "notfound"
+	case errors.Is(err, control.ErrBadInput):
+		return "badinput"
+	case errors.Is(err, control.ErrNoDaemon):
+		return "nodaemon"
+	default:
+		return "other"
+	}
+}
+
+// shortDir is a temporary directory with a short path (sun_path is 108
+// bytes) that other users may search.
+func shortDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hkc")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// serve runs a server of b on a new socket until the test ends, and
+// returns it with a client.
+func serve(t *testing.T, b control.Backend, opts control.ServerOptions) (*control.Server, *control.Client) {
+	t.Helper()
+	if opts.Path == "" {
+		opts.Path = filepath.Join(shortDir(t), "control.sock")
+	}
+	opts.Log = zaptest.NewLogger(t)
+	s := control.NewServer(b, opts)
+	require.NoError(t, s.Listen())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	c := control.NewClient(opts.Path)
+	t.Cleanup(c.Close)
+	return s, c
+}
+
+var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+
+// fake is a backend with two running agents and one quarantined.
+func fake() *controltest.Backend {
+	return controltest.New(control.DaemonInfo{Version: "test", PID: 42, StartedAt: t0, Containment: "cgroup"},
+		control.AgentStatus{AgentInfo: control.AgentInfo{ID: "alpha", State: control.StateRunning, PID: 100,
+			Labels: map[string]string{"team": "research"}, StartedAt: t0}, Mode: "enforce", Command: []string{"python3", "a.py"}},
+		control.AgentStatus{AgentInfo: control.AgentInfo{ID: "beta", State: control.StateRunning, PID: 200,
+			Labels: map[string]string{"team": "ops"}, StartedAt: t0.Add(time.Hour)}, Mode: "shadow"},
+		control.AgentStatus{AgentInfo: control.AgentInfo{ID: "gamma", State: control.StateQuarantined,
+			Note: "killed by uid:0(root)"}, Quarantine: &control.Quarantine{Reason: "looping"}},
+	)
+}
+
+// asUser runs the helper op as uid/gid 65534 against socket. The test
+// binary is copied where that user may execute it (go test's build
+// directory is private to root).
+func asUser(t *testing.T, bin, op, socket string) helperResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, socket)
+	// GORACE: a race-enabled binary otherwise sleeps 1s at exit.
+	cmd.Env = append(os.Environ(), helperEnv+"="+op, "GORACE=atexit_sleep_ms=0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "helper %s as 65534", op)
+	var r helperResult
+	require.NoError(t, json.Unmarshal(out, &r), "helper output %q", out)
+	t.Logf("as 65534: %s -> %+v", op, r)
+	return r
+}
+
+// publicTestBinary copies the test binary into a directory uid 65534 can
+// read and execute.
+func publicTestBinary(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	src, err := os.Open(exe)
+	require.NoError(t, err)
+	defer src.Close()
+	bin := filepath.Join(shortDir(t), "control.test")
+	dst, err := os.OpenFile(bin, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	require.NoError(t, err)
+	_, err = io.Copy(dst, src)
+	require.NoError(t, err)
+	require.NoError(t, dst.Close())
+	return bin
+}
