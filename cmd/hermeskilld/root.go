@@ -18,10 +18,11 @@ var version = ""
 // is passed through unchanged.
 const (
 	exitFailure      = 1   // an operator command failed
+	exitDaemonAbsent = 3   // the daemon is not running / unreachable
+	exitForbidden    = 4   // the caller lacks the group for the request
 	exitUsage        = 125 // hermeskilld failed: bad flags, socket, cgroup
 	exitNotExec      = 126
 	exitNotFound     = 127
-	exitDaemonAbsent = 3 // the daemon is not running / unreachable
 )
 
 // exitError carries an exit status out of a command.
@@ -89,7 +90,9 @@ Run many as a service and operate them:
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError("%v\nRun '%s --help' for usage.", err, c.CommandPath())
 	})
-	root.AddCommand(newSupervise(), newVersion())
+	root.AddCommand(newSupervise(), newDaemon(),
+		newPS(), newStatus(), newKill(), newEstop(), newRelease(), newEvents(), newCerts(),
+		newCalibrate(), newAudit(), newKeygen(), newCheckConfig(), newVersion())
 	return root
 }
 

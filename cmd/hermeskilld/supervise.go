@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/audit"
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/metrics"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/recorder"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
@@ -28,6 +30,7 @@ import (
 
 type superviseFlags struct {
 	id, configFile, certsDir, auditLog string
+	metricsListen                      string
 	containment                        string
 	shadow                             bool
 	log                                logFlags
@@ -92,6 +95,7 @@ SIGUSR2, SIGWINCH and SIGCONT are forwarded to the agent.`,
 	fl.Var(durationValue{&f.sampleIv}, "sample-interval", "how often kernel metrics are sampled (default 1s)")
 	fl.StringVar(&f.certsDir, "certs-dir", "", "where death certificates are written (default "+certs.DefaultDir()+")")
 	fl.StringVar(&f.auditLog, "audit-log", "", "append a hash-chained audit log of every event to FILE")
+	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
 	fl.BoolVar(&f.shadow, "shadow", false, "shadow mode: record would-be kills as certificates, signal nothing")
 	fl.StringVar(&f.containment, "containment", "auto", "auto, cgroup (fail without a writable cgroup v2) or pgroup")
 	fl.StringVar(&f.log.format, "log-format", "console", "console or json")
@@ -143,6 +147,18 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 		rec.Audit = audit.NewAsync(l, 4096, func(err error) { log.Error("audit log", zap.Error(err)) })
 		defer rec.Audit.Close()
 	}
+	var m *metrics.Metrics
+	if f.metricsListen != "" {
+		m = newMetrics(1)
+		rec.Metrics = m
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			if err := m.Serve(ctx, f.metricsListen); err != nil {
+				log.Error("metrics endpoint", zap.Error(err))
+			}
+		}()
+	}
 	opts := supervisor.Options{
 		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, SocketDir: sockDir,
 		CertsDir: certsDir, Log: log, OnEvent: rec.Event,
@@ -170,6 +186,12 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 			return &exitError{code: se.Code, err: se}
 		}
 		return &exitError{code: exitUsage, err: err}
+	}
+	if m != nil {
+		m.SetSource(func() []metrics.AgentSample {
+			st := r.Status()
+			return []metrics.AgentSample{{ID: a.ID, State: st.State, Heartbeats: st.Agent.Heartbeats, Heartbeat: st.Heartbeat}}
+		})
 	}
 	go relaySignals(sigs, r, log)
 	out := r.Wait()

@@ -62,7 +62,7 @@ type ControlPlane struct {
 	TokenFile    string        // token_file: file holding the bearer token; "" = no Authorization header
 	PollInterval time.Duration // poll_interval: how often to ask for remote kill requests; 0 = never (default 10s)
 	Timeout      time.Duration // timeout: one HTTP request (default 10s)
-	MaxOutbox    int           // max_outbox: certificates kept for delivery before the oldest are dropped (default 10000)
+	MaxOutbox    int           // max_outbox: undelivered certificates kept; past it new ones are refused (counted, and still on disk in certs/) (default 10000)
 }
 
 // AuditOpts rotate the audit log (yaml: audit).

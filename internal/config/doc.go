@@ -177,7 +177,8 @@
 //	  poll_interval: 10s       # duration: polling for remote kill requests,
 //	                           # 0 = never
 //	  timeout: 10s             # duration > 0: one HTTP request
-//	  max_outbox: 10000        # count >= 1: undelivered certificates kept
+//	  max_outbox: 10000        # count >= 1: undelivered certificates kept;
+//	                           # past it new ones are refused and counted
 //	containment: auto          # auto (cgroup v2 where writable, else process
 //	                           # group) | cgroup (cgroup or fail) | pgroup
 //	audit: {max_bytes: 64MiB, keep: 5}  # rotation of audit.jsonl: size (0 =

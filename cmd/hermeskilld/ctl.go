@@ -1,0 +1,424 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermeskill/hermeskilld/internal/control"
+)
+
+// Exit statuses of the operator commands (ps, status, kill, estop, release,
+// events, certs), all in one place:
+//
+//	0                 done
+//	exitFailure  (1)  the operation failed: a kill that did not happen, a
+//	                  certificate that does not verify, a file not found
+//	exitDaemonAbsent (3) the daemon is not running (no socket, or nobody
+//	                  listens on it): control.ErrNoDaemon
+//	exitForbidden (4) permission denied: the daemon refused the caller
+//	                  (or the socket's mode did): control.ErrForbidden
+//	exitUsage  (125)  bad flags or arguments
+//
+// They are declared with the other statuses in root.go.
+
+// ctlFlags are the flags of every command that talks to the daemon.
+type ctlFlags struct {
+	socket string
+}
+
+// addTo adds --control-socket to c and its subcommands.
+func (f *ctlFlags) addTo(c *cobra.Command) {
+	c.PersistentFlags().StringVar(&f.socket, "control-socket", "",
+		"the daemon's control socket (default $"+control.EnvSocket+", else "+control.DefaultSocketPath+")")
+}
+
+func (f *ctlFlags) path() string { return control.SocketPath(f.socket) }
+
+// client returns a client of the daemon; the caller closes it.
+func (f *ctlFlags) client() *control.Client { return control.NewClient(f.path()) }
+
+// ctlError turns a control client error into the command's exit status
+// and message.
+func ctlError(err error, socket string) error {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee):
+		return err
+	case errors.Is(err, control.ErrNoDaemon):
+		what := "no socket at " + socket
+		if nd := (*control.NoDaemonError)(nil); errors.As(err, &nd) && nd.Refused {
+			what = "nothing listens on " + socket
+		}
+		return &exitError{code: exitDaemonAbsent, err: fmt.Errorf(
+			"the daemon is not running (%s); start it with `systemctl start hermeskilld` or pass --control-socket", what)}
+	case errors.Is(err, control.ErrForbidden):
+		return &exitError{code: exitForbidden, err: err}
+	default:
+		return &exitError{code: exitFailure, err: err}
+	}
+}
+
+func newPS() *cobra.Command {
+	f := &ctlFlags{}
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "ps",
+		Short: "List the daemon's agents",
+		Long: `List the agents of the running daemon: their state, main pid, uptime, the age
+of their last heartbeat, progress, reported cost, warnings, and a note that
+explains the state (why it is quarantined, the crash-loop limit, a config
+error) or, when there is none, the agent's own STATUS text.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl := f.client()
+			defer cl.Close()
+			agents, err := cl.List(c.Context())
+			if err != nil {
+				return ctlError(err, cl.Path())
+			}
+			if asJSON {
+				return writeJSONOut(c.OutOrStdout(), agents)
+			}
+			printPS(c.OutOrStdout(), agents, time.Now())
+			return nil
+		},
+	}
+	f.addTo(c)
+	c.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
+	return c
+}
+
+func printPS(w io.Writer, agents []control.AgentInfo, now time.Time) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tSTATE\tPID\tUPTIME\tHEARTBEAT\tPROGRESS\tCOST\tWARN\tNOTE")
+	for _, a := range agents {
+		note := a.Note
+		if note == "" && a.Status != "" {
+			note = fmt.Sprintf("%q", a.Status)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n",
+			clean(a.ID), clean(a.State), pidText(a.PID), uptime(a, now), ago(a.LastHeartbeatAt, now),
+			a.Progress, cost(a.CostUSD), a.Warnings, cut(clean(note), 60))
+	}
+	tw.Flush()
+}
+
+func newStatus() *cobra.Command {
+	f := &ctlFlags{}
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status ID",
+		Short: "Show everything the daemon knows about one agent",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl := f.client()
+			defer cl.Close()
+			st, err := cl.Status(c.Context(), args[0])
+			if err != nil {
+				return ctlError(err, cl.Path())
+			}
+			if asJSON {
+				return writeJSONOut(c.OutOrStdout(), st)
+			}
+			printStatus(c.OutOrStdout(), st, time.Now())
+			return nil
+		},
+	}
+	f.addTo(c)
+	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return c
+}
+
+func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
+	head := clean(st.ID) + "  " + clean(st.State)
+	if st.Note != "" {
+		head += "  (" + clean(st.Note) + ")"
+	}
+	fmt.Fprintln(w, head)
+
+	section(w, "", func(kv func(k, v string)) {
+		kv("pid", pidText(st.PID))
+		if !st.StartedAt.IsZero() {
+			kv("started", stampText(st.StartedAt)+" (up "+uptime(st.AgentInfo, now)+")")
+		}
+		kv("heartbeat", ago(st.LastHeartbeatAt, now))
+		kv("progress", fmt.Sprint(st.Progress))
+		kv("tokens", fmt.Sprint(st.Tokens))
+		kv("cost", cost(st.CostUSD))
+		kv("warnings", fmt.Sprint(st.Warnings))
+		kv("restarts", fmt.Sprint(st.Restarts))
+		if st.Status != "" {
+			kv("agent status", fmt.Sprintf("%q", st.Status))
+		}
+		if len(st.Labels) > 0 {
+			var ls []string
+			for _, k := range slices.Sorted(maps.Keys(st.Labels)) {
+				ls = append(ls, k+"="+st.Labels[k])
+			}
+			kv("labels", strings.Join(ls, ", "))
+		}
+		kv("mode", st.Mode)
+		kv("containment", st.Containment)
+		kv("source", st.Source)
+		if len(st.Command) > 0 {
+			kv("command", strings.Join(st.Command, " "))
+		}
+		kv("last exit", st.LastExit)
+		kv("last certificate", st.LastCert)
+		kv("config error", st.ConfigError)
+	})
+	if q := st.Quarantine; q != nil {
+		section(w, "quarantine", func(kv func(k, v string)) {
+			if !q.Since.IsZero() {
+				kv("since", stampText(q.Since))
+			}
+			kv("reason", q.Reason)
+			kv("operator", q.Operator)
+			kv("release", "hermeskilld release "+st.ID)
+		})
+	}
+	mapSection(w, "checks", st.Checks)
+	mapSection(w, "escalation", st.Escalation)
+	if len(st.Pending) > 0 {
+		fmt.Fprintln(w, "\npending")
+		for _, p := range st.Pending {
+			fmt.Fprintln(w, "  "+clean(p))
+		}
+	}
+	if len(st.Symptoms) > 0 {
+		fmt.Fprintln(w, "\nrecent symptoms")
+		tw := newTable(w)
+		fmt.Fprintln(tw, "  TIME\tSEVERITY\tCHECK\tOBSERVED\tTHRESHOLD\tMESSAGE")
+		for _, s := range st.Symptoms {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", stampText(s.At), s.Severity, s.Check,
+				orDash(clean(s.Observed)), orDash(clean(s.Threshold)), clean(s.Message))
+		}
+		tw.Flush()
+	}
+	if r := st.Run; r != nil {
+		section(w, "run", func(kv func(k, v string)) {
+			a := r.Agent
+			kv("state", r.State)
+			kv("socket", r.Socket)
+			ready := "no"
+			if a.Ready {
+				ready = "yes, at " + stampText(a.ReadyAt)
+			}
+			kv("ready", ready)
+			if a.Stopping {
+				kv("stopping", "yes (the agent sent STOPPING=1)")
+			}
+			kv("heartbeats", fmt.Sprint(a.Heartbeats))
+			kv("messages", fmt.Sprintf("%d accepted, %d dropped (forged %d, rate-limited %d)",
+				r.Heartbeat.Accepted, r.Heartbeat.Dropped(), r.Heartbeat.Forged, r.Heartbeat.RateLimited))
+			if a.HeartbeatTimeout > 0 {
+				kv("heartbeat timeout", a.HeartbeatTimeout.String())
+			}
+			if !a.LastProgressAt.IsZero() {
+				kv("last progress", ago(a.LastProgressAt, now))
+			}
+			kv("last tool", a.LastTool)
+			if a.Errors > 0 {
+				kv("errors", fmt.Sprintf("%d (streak %d), last: %s", a.Errors, a.ErrorStreak, clean(a.LastError)))
+			}
+			s := r.Sample
+			fds := "-"
+			if s.HaveFDs {
+				fds = fmt.Sprint(s.FDs)
+			}
+			kv("tree", fmt.Sprintf("rss %s, cpu %.0f%%, tasks %d, fds %s", sizeText(s.RSSBytes), s.CPUPercent, s.Procs, fds))
+			kv("dump signal", a.DumpSignal)
+			if t := r.Trigger; t != nil {
+				kv("dying of", fmt.Sprintf("%s: %s", t.Check, clean(t.Message)))
+			}
+		})
+	}
+}
+
+// section prints an indented block of "key  value" lines, skipping empty
+// values, under a title (none: no title, no blank line).
+func section(w io.Writer, title string, fill func(kv func(k, v string))) {
+	if title != "" {
+		fmt.Fprintln(w, "\n"+title)
+	}
+	tw := newTable(w)
+	fill(func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "  %s\t%s\n", k, clean(v))
+		}
+	})
+	tw.Flush()
+}
+
+func mapSection(w io.Writer, title string, m map[string]string) {
+	if len(m) == 0 {
+		return
+	}
+	section(w, title, func(kv func(k, v string)) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			kv(clean(k), m[k])
+		}
+	})
+}
+
+// table aligns tab-separated columns (two spaces apart) and, unlike a
+// bare tabwriter, leaves no trailing blanks after an empty last column.
+type table struct {
+	w   io.Writer
+	buf bytes.Buffer
+	tw  *tabwriter.Writer
+}
+
+func newTable(w io.Writer) *table {
+	t := &table{w: w}
+	t.tw = tabwriter.NewWriter(&t.buf, 0, 4, 2, ' ', 0)
+	return t
+}
+
+func (t *table) Write(p []byte) (int, error) { return t.tw.Write(p) }
+
+// Flush writes the table out.
+func (t *table) Flush() error {
+	if err := t.tw.Flush(); err != nil {
+		return err
+	}
+	for line := range strings.Lines(t.buf.String()) {
+		if _, err := io.WriteString(t.w, strings.TrimRight(line, " \n")+"\n"); err != nil {
+			return err
+		}
+	}
+	t.buf.Reset()
+	return nil
+}
+
+func writeJSONOut(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func pidText(pid int) string {
+	if pid == 0 {
+		return "-"
+	}
+	return fmt.Sprint(pid)
+}
+
+// uptime is how long a live agent has run; "-" when it is not running.
+func uptime(a control.AgentInfo, now time.Time) string {
+	if a.StartedAt.IsZero() || a.PID == 0 {
+		return "-"
+	}
+	return shortDuration(now.Sub(a.StartedAt))
+}
+
+// ago is the age of t ("3.2s ago"), "-" when t is zero.
+func ago(t time.Time, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return shortDuration(now.Sub(t)) + " ago"
+}
+
+// shortDuration: "0.4s", "12s", "5m03s", "2h05m", "3d04h".
+func shortDuration(d time.Duration) string {
+	d = max(d, 0)
+	switch {
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	default:
+		return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+	}
+}
+
+func cost(usd float64) string { return fmt.Sprintf("$%.2f", usd) }
+
+// stampText is a time for people: local, to the millisecond.
+func stampText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+func sizeText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// cut shortens s to n runes, marking the cut.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// clean escapes control characters (and bidi controls) so that text an
+// agent chose (its id, STATUS, messages) prints as one inert line: no
+// terminal escape sequences, no forged table rows.
+func clean(s string) string {
+	if strings.IndexFunc(s, needsEscape) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if !needsEscape(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strings.Trim(fmt.Sprintf("%+q", string(r)), `"`)
+		b.WriteString(q)
+	}
+	return b.String()
+}
+
+func needsEscape(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+}
+
+// interruptible is ctx, cancelled by SIGINT or SIGTERM too, for the
+// commands that wait (kill, estop, events).
+func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/daemon"
+	"github.com/hermeskill/hermeskilld/internal/metrics"
+	"github.com/hermeskill/hermeskilld/internal/outbox"
+)
+
+const defaultDaemonConfig = "/etc/hermeskill/hermeskilld.yaml"
+
+func newDaemon() *cobra.Command {
+	var (
+		path string
+		log  = logFlags{format: "json", level: "info"}
+	)
+	c := &cobra.Command{
+		Use:   "daemon [--config FILE]",
+		Short: "Supervise every agent declared in a directory (the systemd service)",
+		Long: `Run as the host's agent supervisor. Every YAML file in agents_dir is an
+agent: adding a file starts it, editing it applies new checks at once (the
+command, user, env and cwd at the next start), removing it stops the agent
+through the ladder. Killed agents stay down (quarantine) until
+'hermeskilld release ID'; creating estop_file, or 'hermeskilld estop', stops
+every agent. Operators use ps, status, kill, estop, release, events and certs
+against runtime_dir/control.sock.
+
+SIGTERM stops every agent through the ladder (certificates with operator
+daemon-shutdown) and exits; SIGHUP reloads the daemon file and every agent
+file. Under systemd (Type=notify) it sends READY=1 once the control socket
+listens and pings the watchdog from its main loop.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := config.LoadDaemon(path)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			lg, err := log.newLogger()
+			if err != nil {
+				return err
+			}
+			defer lg.Sync() //nolint:errcheck // stderr
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			opts := daemon.Options{Config: cfg, ConfigPath: path, Version: versionString(), Log: lg}
+			m := newMetrics(cfg.Metrics.AgentLabelLimit)
+			opts.Metrics = m
+			var ob *outbox.Outbox
+			if cp := cfg.ControlPlane; cp != nil {
+				ob, err = outbox.Open(outbox.Options{URL: cp.URL, TokenFile: cp.TokenFile,
+					Dir: filepath.Join(cfg.StateDir, "outbox"), Timeout: cp.Timeout, MaxItems: cp.MaxOutbox,
+					Log: lg.Named("outbox"), OnStats: func(s outbox.Stats) {
+						m.SetOutbox(s.Pending, s.Parked, s.Delivered, s.Failures)
+						m.SetOutboxRejected(s.Rejected)
+					}})
+				if err != nil {
+					return &exitError{code: exitUsage, err: fmt.Errorf("control_plane: %w", err)}
+				}
+				defer ob.Close()
+				opts.Outbox = ob // only when set: a nil *Outbox in the interface is not nil
+			}
+			d, err := daemon.New(opts)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			m.SetSource(d.MetricsSamples)
+			if cfg.Metrics.Listen != "" {
+				go func() {
+					if err := m.Serve(ctx, cfg.Metrics.Listen); err != nil {
+						lg.Error("metrics endpoint", zap.Error(err))
+					}
+				}()
+			}
+			if ob != nil {
+				go ob.Run(ctx)
+				if err := pollDirectives(ctx, cfg, d, lg); err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
+			}
+			if err := d.Run(ctx); err != nil {
+				lg.Error("daemon", zap.Error(err))
+				return &exitError{code: exitFailure}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&path, "config", defaultDaemonConfig, "the daemon file (YAML)")
+	c.Flags().StringVar(&log.format, "log-format", "json", "console or json")
+	c.Flags().StringVar(&log.level, "log-level", "info", "debug, info, warn or error")
+	return c
+}
+
+// newMetrics makes the Prometheus registry; agent_label_limit 0 in the
+// config means no per-agent series (metrics takes -1 for that).
+func newMetrics(limit int) *metrics.Metrics {
+	if limit == 0 {
+		limit = -1
+	}
+	return metrics.New(metrics.Options{AgentLabelLimit: limit})
+}
+
+// pollDirectives asks the control plane for kill directives about our
+// agents: a fleet operator can kill an agent from there; the certificate
+// names them as operator.
+func pollDirectives(ctx context.Context, cfg *config.Daemon, d *daemon.Daemon, lg *zap.Logger) error {
+	cp := cfg.ControlPlane
+	if cp.PollInterval <= 0 {
+		return nil
+	}
+	p, err := outbox.NewPoller(outbox.PollerOptions{URL: cp.URL, TokenFile: cp.TokenFile,
+		Dir: filepath.Join(cfg.StateDir, "outbox"), Interval: cp.PollInterval, Timeout: cp.Timeout,
+		Log: lg.Named("directives"), Agents: d.AgentIDs,
+		Handle: func(id string, dv outbox.Directive) {
+			reason := dv.Reason
+			if reason == "" {
+				reason = "control plane directive " + dv.ID
+			}
+			op := "control-plane"
+			if dv.Operator != "" {
+				op = "control-plane:" + dv.Operator
+			}
+			go func() {
+				if _, err := d.Kill(context.Background(), control.KillRequest{ID: id, Reason: reason, Operator: op}); err != nil {
+					lg.Error("control plane directive not applied", zap.String("agent", id), zap.String("directive", dv.ID), zap.Error(err))
+				}
+			}()
+		}})
+	if err != nil {
+		return fmt.Errorf("control_plane: %w", err)
+	}
+	go p.Run(ctx)
+	return nil
+}
+
+func newCheckConfig() *cobra.Command {
+	var agent bool
+	c := &cobra.Command{
+		Use:   "check-config FILE...",
+		Short: "Validate daemon or agent files without starting anything",
+		Long: `Check each FILE: a daemon file (it has state_dir, agents_dir, defaults, …)
+or an agent file (it has id, command, checks, …; --agent forces it). Every
+error names its file and line. Exit status 0 when all are valid, 1 otherwise.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, files []string) error {
+			bad := 0
+			for _, f := range files {
+				kind, err := checkFile(f, agent)
+				if err != nil {
+					bad++
+					fmt.Fprintln(c.ErrOrStderr(), err)
+					continue
+				}
+				fmt.Fprintf(c.OutOrStdout(), "%s: valid %s file\n", f, kind)
+			}
+			if bad > 0 {
+				return &exitError{code: exitFailure}
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&agent, "agent", false, "treat every FILE as an agent file")
+	return c
+}
+
+// checkFile validates one file as what it looks like.
+func checkFile(path string, forceAgent bool) (string, error) {
+	if !forceAgent {
+		if _, err := config.LoadDaemon(path); err == nil {
+			return "daemon", nil
+		} else if !looksLikeAgentError(err) {
+			return "", err
+		}
+	}
+	a, err := config.LoadAgent(path, nil)
+	if err != nil {
+		return "", err
+	}
+	a.Normalize()
+	if err := a.Validate(true); err != nil {
+		return "", err
+	}
+	return "agent", nil
+}
+
+// looksLikeAgentError: the daemon schema rejected agent keys, so the file
+// is probably an agent file.
+func looksLikeAgentError(err error) bool {
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	for _, k := range []string{`"id"`, `"command"`, `"checks"`, `"escalation"`, `"labels"`} {
+		if strings.Contains(ce.Msg, "unknown key "+k) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hermeskill/hermeskilld/internal/audit"
+	"github.com/hermeskill/hermeskilld/internal/calibrate"
+	"github.com/hermeskill/hermeskilld/internal/certs"
+)
+
+// forensics runs hermeskilld in-process (cobra, not a child process: these
+// commands only read and write files) and returns the exit status run()
+// would give, with stdout and stderr.
+func forensics(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	root := newRoot(&out, &errb)
+	// Until root.go adds them (and without adding them twice after).
+	for name, sub := range map[string]func() *cobra.Command{"audit": newAudit, "keygen": newKeygen, "calibrate": newCalibrate} {
+		if c, _, err := root.Find([]string{name}); err != nil || c == root {
+			root.AddCommand(sub())
+		}
+	}
+	root.SetArgs(args)
+	err := root.Execute()
+	code = 0
+	var ee *exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.code
+		if ee.err != nil {
+			errb.WriteString("hermeskilld: " + ee.err.Error() + "\n")
+		}
+	default:
+		code = exitUsage
+		errb.WriteString("hermeskilld: " + err.Error() + "\n")
+	}
+	t.Logf("hermeskilld %s -> %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out.String(), errb.String())
+	return code, out.String(), errb.String()
+}
+
+// auditLog writes an audit log of n lines with internal/audit and returns
+// its path and its lines (without "\n").
+func auditLog(t *testing.T, n int) (string, [][]byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path, audit.Options{})
+	require.NoError(t, err)
+	for i := range n {
+		require.NoError(t, l.Append(audit.Event{Type: audit.TypeSymptom, AgentID: "bot",
+			Data: map[string]any{"check": "memory", "observed": i}}))
+	}
+	require.NoError(t, l.Close())
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return path, bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
+}
+
+func writeLines(t *testing.T, path string, ls [][]byte, tail string) {
+	t.Helper()
+	data := append(bytes.Join(ls, []byte("\n")), '\n')
+	require.NoError(t, os.WriteFile(path, append(data, tail...), 0o640))
+}
+
+func TestAuditVerify(t *testing.T) {
+	path, ls := auditLog(t, 6)
+	code, out, _ := forensics(t, "audit", "verify", path)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, path+": 6 lines, chain intact\n", out)
+
+	clone := func() [][]byte {
+		c := make([][]byte, len(ls))
+		for i := range ls {
+			c[i] = bytes.Clone(ls[i])
+		}
+		return c
+	}
+	tests := []struct {
+		name string
+		edit func(ls [][]byte) [][]byte
+		want string // stdout after "FILE: "
+	}{
+		{"one byte of a middle line", func(ls [][]byte) [][]byte {
+			ls[2] = bytes.Replace(ls[2], []byte(`"memory"`), []byte(`"memorx"`), 1)
+			return ls
+		}, "line 4: edited or reordered: prev_sha256 does not match line 3"},
+		{"one byte of a middle line, JSON broken (the acceptance test's sed)", func(ls [][]byte) [][]byte {
+			ls[1] = bytes.Replace(ls[1], []byte(`"`), []byte(`'`), 1)
+			return ls
+		}, "line 2: not JSON"},
+		{"a middle line deleted", func(ls [][]byte) [][]byte {
+			return append(ls[:2], ls[3:]...)
+		}, "line 3: deleted line(s): seq jumps from 2 to 4"},
+		{"two lines swapped", func(ls [][]byte) [][]byte {
+			ls[2], ls[3] = ls[3], ls[2]
+			return ls
+		}, "line 3: deleted line(s): seq jumps from 2 to 4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bad := filepath.Join(t.TempDir(), "audit.jsonl")
+			writeLines(t, bad, tt.edit(clone()), "")
+			code, out, _ := forensics(t, "audit", "verify", bad)
+			assert.Equal(t, exitFailure, code)
+			assert.Equal(t, bad+": "+tt.want+"\n", out)
+		})
+	}
+
+	t.Run("last line truncated", func(t *testing.T) {
+		torn := filepath.Join(t.TempDir(), "audit.jsonl")
+		last := ls[len(ls)-1]
+		writeLines(t, torn, ls[:len(ls)-1], string(last[:len(last)/2]))
+		code, out, errs := forensics(t, "audit", "verify", torn)
+		assert.Equal(t, 0, code)
+		assert.Equal(t, torn+": 5 lines, chain intact\n", out)
+		assert.Contains(t, errs, torn+": last line torn ("+strconv.Itoa(len(last)/2)+" bytes), ignored")
+	})
+}
+
+func TestAuditVerifyRotatedChain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path, audit.Options{MaxBytes: 600, Keep: 5})
+	require.NoError(t, err)
+	for i := range 12 {
+		require.NoError(t, l.Append(audit.Event{Type: audit.TypeLadderStep, AgentID: "bot", Data: map[string]int{"i": i}}))
+	}
+	require.NoError(t, l.Close())
+	files, err := filepath.Glob(path + ".*")
+	require.NoError(t, err)
+	var chain []string // oldest first
+	for n := len(files); n >= 1; n-- {
+		if _, err := os.Stat(path + "." + strconv.Itoa(n)); err == nil {
+			chain = append(chain, path+"."+strconv.Itoa(n))
+		}
+	}
+	require.GreaterOrEqual(t, len(chain), 2, "the log rotated: %v", files)
+	chain = append(chain, path)
+
+	code, out, _ := forensics(t, append([]string{"audit", "verify"}, chain...)...)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, len(chain), strings.Count(out, "chain intact"))
+
+	// The newest file on its own starts mid-chain: intact, with a note.
+	code, _, errs := forensics(t, "audit", "verify", path)
+	assert.Equal(t, 0, code)
+	assert.Contains(t, errs, "begins mid-chain")
+
+	// A rotated file left out: the next one does not link.
+	gap := append([]string{"audit", "verify", chain[0]}, chain[2:]...)
+	code, out, _ = forensics(t, gap...)
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, out, chain[2]+": line 1: ")
+	assert.Contains(t, out, "deleted line(s)")
+
+	// Newest first: wrong order.
+	code, _, _ = forensics(t, "audit", "verify", path, chain[0])
+	assert.Equal(t, exitFailure, code)
+}
+
+func TestAuditVerifyErrors(t *testing.T) {
+	code, _, errs := forensics(t, "audit", "verify", filepath.Join(t.TempDir(), "missing.jsonl"))
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, errs, "no such file")
+	code, _, _ = forensics(t, "audit", "verify")
+	assert.Equal(t, exitUsage, code)
+}
+
+func TestKeygen(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "signing.key")
+	code, out, _ := forensics(t, "keygen", key)
+	require.Equal(t, 0, code)
+	signer, err := certs.LoadSigner(key)
+	require.NoError(t, err)
+	assert.Equal(t, "public key: "+key+".pub\nkey id: "+signer.KeyID()+"\n", out)
+	fi, err := os.Stat(key)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	code, _, errs := forensics(t, "keygen", key)
+	assert.Equal(t, exitFailure, code, "never replaces a key")
+	assert.Contains(t, errs, "never replaces a key")
+	code, _, _ = forensics(t, "keygen")
+	assert.Equal(t, exitUsage, code)
+}
+
+func TestCalibrate(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now().UTC()
+	write := func(id, check, mode string, ago time.Duration) {
+		c := &certs.Certificate{CertID: id, AgentID: "bot", Mode: mode, TriggerType: certs.TriggerAuto,
+			TriggerCheck: check, TriggeredAt: now.Add(-ago), Escalation: certs.Escalation{Reached: certs.ReachedSigterm}}
+		if mode == certs.ModeEnforce {
+			c.TerminatedAt = c.TriggeredAt.Add(10 * time.Second)
+		}
+		_, err := certs.Write(dir, c, nil)
+		require.NoError(t, err)
+	}
+	write("c1", "tool_loop", certs.ModeEnforce, time.Hour)
+	write("c2", "tool_loop", certs.ModeEnforce, 2*time.Hour)
+	write("c3", "tool_loop", certs.ModeShadow, 3*time.Hour)
+	write("c4", "memory", certs.ModeEnforce, 48*time.Hour)
+	for id, v := range map[string]string{"c1": calibrate.TruePositive, "c2": calibrate.FalsePositive, "c3": calibrate.TruePositive, "c4": calibrate.FalsePositive} {
+		require.NoError(t, calibrate.AppendLabel(dir, calibrate.Label{CertID: id, Verdict: v, By: "uid:0(root)"}))
+	}
+
+	code, out, _ := forensics(t, "calibrate", "--dir", dir)
+	require.Equal(t, 0, code)
+	assert.Equal(t, ""+
+		"CHECK      KILLS  SHADOW  LABELLED  TP  FP  PRECISION  MEDIAN TTD  REACHED\n"+
+		"memory     1      0       1         0   1   0.0%       10s         sigterm 1\n"+
+		"tool_loop  2      1       3         2   1   66.7%      10s         sigterm 2\n", out)
+
+	code, out, _ = forensics(t, "calibrate", "--dir", dir, "--since", "24h", "--json")
+	require.Equal(t, 0, code)
+	var stats []calibrate.CheckStats
+	require.NoError(t, json.Unmarshal([]byte(out), &stats))
+	require.Len(t, stats, 1, "memory's kill is older than a day")
+	assert.Equal(t, "tool_loop", stats[0].Check)
+	assert.InDelta(t, 2.0/3.0, *stats[0].Precision, 1e-12)
+
+	// An empty window; a planted file and a damaged label line are warned about.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "planted.json"), []byte("{}"), 0o640))
+	f, err := os.OpenFile(filepath.Join(dir, calibrate.LabelsFile), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	f.WriteString("{oops\n")
+	f.Close()
+	code, out, errs := forensics(t, "calibrate", "--dir", dir, "--since", "1ms")
+	require.Equal(t, 0, code)
+	assert.Contains(t, out, "no kills recorded in "+dir+" since ")
+	assert.Contains(t, errs, "1 file(s) in "+dir+" skipped")
+	assert.Contains(t, errs, "bad line")
+
+	code, out, _ = forensics(t, "calibrate", "--dir", t.TempDir(), "--json")
+	require.Equal(t, 0, code)
+	assert.Equal(t, "[]\n", out)
+
+	code, _, _ = forensics(t, "calibrate", "--dir", filepath.Join(dir, "missing"))
+	assert.Equal(t, exitFailure, code)
+	code, _, _ = forensics(t, "calibrate", "--since", "-1h")
+	assert.Equal(t, exitUsage, code)
+}

@@ -1,0 +1,360 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/audit"
+	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/metrics"
+	"github.com/hermeskill/hermeskilld/internal/rotlog"
+	"github.com/hermeskill/hermeskilld/internal/supervisor"
+)
+
+var _ control.Backend = (*Daemon)(nil)
+
+// Info is GET /v1/info.
+func (d *Daemon) Info() control.DaemonInfo {
+	mode := "pgroup"
+	if d.cgm != nil {
+		mode = "cgroup"
+	}
+	return control.DaemonInfo{Version: d.o.Version, PID: os.Getpid(), StartedAt: d.started.UTC(),
+		Estopped: d.estopped(), Containment: mode, Agents: d.counts()}
+}
+
+func (d *Daemon) counts() map[string]int {
+	out := map[string]int{}
+	for _, a := range d.List() {
+		out[a.State]++
+	}
+	return out
+}
+
+func (d *Daemon) sortedSlots() []*slot {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*slot, 0, len(d.slots))
+	for _, s := range d.slots {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// List is `hermeskilld ps`: every agent, and every file that never parsed.
+func (d *Daemon) List() []control.AgentInfo {
+	var out []control.AgentInfo
+	for _, s := range d.sortedSlots() {
+		info, _ := s.info()
+		out = append(out, info)
+	}
+	d.mu.Lock()
+	for f, msg := range d.invalid {
+		out = append(out, control.AgentInfo{ID: strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)), State: control.StateInvalid, Note: msg})
+	}
+	d.mu.Unlock()
+	return out
+}
+
+// info is the slot's row; also returns the live run's status.
+func (s *slot) info() (control.AgentInfo, *supervisor.Status) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	info := control.AgentInfo{ID: s.id, Restarts: max(0, s.runs-1)}
+	if s.cfg != nil {
+		info.Labels = s.cfg.Labels
+	}
+	info.State, info.Note = s.stateLocked()
+	if s.run == nil {
+		return info, nil
+	}
+	st := s.run.Status()
+	info.State = st.State
+	info.PID, info.StartedAt = st.PID, st.Started.UTC()
+	if !st.Agent.LastHeartbeat.IsZero() {
+		info.LastHeartbeatAt = st.Agent.LastHeartbeat.UTC()
+	}
+	info.Progress, info.CostUSD, info.Tokens = st.Agent.Progress, st.Agent.CostUSD, st.Agent.Tokens
+	info.Warnings, info.Status = st.Agent.Warnings, st.Agent.Status
+	return info, &st
+}
+
+// Status is `hermeskilld status ID`.
+func (d *Daemon) Status(id string) (control.AgentStatus, error) {
+	d.mu.Lock()
+	s := d.slots[id]
+	d.mu.Unlock()
+	if s == nil {
+		if q, ok := d.held.quarantined(id); ok {
+			return control.AgentStatus{AgentInfo: control.AgentInfo{ID: id, State: control.StateQuarantined, Note: "no agent file"}, Quarantine: &q}, nil
+		}
+		return control.AgentStatus{}, fmt.Errorf("%w: %s", control.ErrNotFound, id)
+	}
+	info, run := s.info()
+	st := control.AgentStatus{AgentInfo: info, Run: run}
+	s.mu.Lock()
+	if a := s.cfg; a != nil {
+		st.Source, st.Command, st.Mode = a.Source, a.Command, string(a.Mode)
+		st.Checks, st.Escalation = describeChecks(a.Checks), describeEscalation(a.Escalation)
+	}
+	st.Pending = slices.Clone(s.pending)
+	if len(st.Pending) > 0 {
+		for i, p := range st.Pending {
+			st.Pending[i] = p + " changes at the next start"
+		}
+	}
+	st.LastExit, st.LastCert, st.ConfigError = s.lastExit, s.lastCert, s.configErr
+	s.mu.Unlock()
+	if run != nil {
+		st.Containment, st.Symptoms = run.Containment, run.Symptoms
+	}
+	if q, ok := d.held.quarantined(id); ok {
+		st.Quarantine = &q
+	}
+	return st, nil
+}
+
+func describeChecks(c config.Checks) map[string]string {
+	m := map[string]string{}
+	dur := func(k string, v time.Duration) {
+		if v > 0 {
+			m[k] = config.FormatDuration(v)
+		}
+	}
+	dur("startup_timeout", c.StartupTimeout)
+	dur("heartbeat_timeout", c.HeartbeatTimeout)
+	dur("progress_timeout", c.ProgressTimeout)
+	dur("max_runtime", c.MaxRuntime)
+	warnKill := func(k string, warn, kill string) {
+		switch {
+		case warn != "" && kill != "":
+			m[k] = "warn " + warn + ", kill " + kill
+		case kill != "":
+			m[k] = "kill " + kill
+		case warn != "":
+			m[k] = "warn " + warn
+		}
+	}
+	num := func(v int64) string {
+		if v == 0 {
+			return ""
+		}
+		return fmt.Sprint(v)
+	}
+	size := func(v int64) string {
+		if v == 0 {
+			return ""
+		}
+		return config.FormatSize(v)
+	}
+	forText := func(f time.Duration) string {
+		if f > 0 {
+			return " for " + config.FormatDuration(f)
+		}
+		return ""
+	}
+	if x := c.Memory; x != nil {
+		warnKill("memory", size(x.Warn), size(x.Kill))
+		m["memory"] += forText(x.For)
+	}
+	if x := c.Procs; x != nil {
+		warnKill("procs", num(x.Warn), num(x.Kill))
+	}
+	if x := c.FDs; x != nil {
+		warnKill("fds", num(x.Warn), num(x.Kill))
+	}
+	if x := c.Tokens; x != nil {
+		warnKill("tokens", num(x.Warn), num(x.Kill))
+	}
+	if x := c.Steps; x != nil {
+		warnKill("steps", num(x.Warn), num(x.Kill))
+	}
+	if x := c.ErrorStreak; x != nil {
+		warnKill("error_streak", num(x.Warn), num(x.Kill))
+	}
+	if x := c.Cost; x != nil {
+		usd := func(v float64) string {
+			if v == 0 {
+				return ""
+			}
+			return fmt.Sprintf("$%.2f", v)
+		}
+		warnKill("cost", usd(x.Warn), usd(x.Kill))
+	}
+	if x := c.CPUSpin; x != nil {
+		m["cpu_spin"] = fmt.Sprintf("%.0f%%%s", x.Percent, forText(x.For))
+		if x.OnlyWithoutProgress {
+			m["cpu_spin"] += " without progress"
+		}
+	}
+	if x := c.ToolLoop; x != nil {
+		m["tool_loop"] = fmt.Sprintf("%d repeats", x.Repeats)
+	}
+	return m
+}
+
+func describeEscalation(e config.Escalation) map[string]string {
+	sig := "none"
+	if e.CoopSignal != 0 {
+		sig = config.SignalName(e.CoopSignal)
+	}
+	return map[string]string{"coop_signal": sig, "coop_grace": config.FormatDuration(e.CoopGrace),
+		"term_grace": config.FormatDuration(e.TermGrace), "dump_wait": config.FormatDuration(e.DumpWait)}
+}
+
+// Kill is POST /v1/kill: one agent, or a cohort by labels and start time,
+// killed in parallel, each with its own certificate.
+func (d *Daemon) Kill(ctx context.Context, req control.KillRequest) ([]control.KillResult, error) {
+	if strings.TrimSpace(req.Reason) == "" {
+		return nil, fmt.Errorf("%w: a reason is required", control.ErrBadInput)
+	}
+	if req.ID != "" {
+		d.mu.Lock()
+		s := d.slots[req.ID]
+		d.mu.Unlock()
+		if s == nil {
+			return nil, fmt.Errorf("%w: %s", control.ErrNotFound, req.ID)
+		}
+		return []control.KillResult{s.kill(ctx, req.Operator, req.Reason, req.Wait)}, nil
+	}
+	if len(req.Selector) == 0 && req.StartedBefore.IsZero() {
+		return nil, fmt.Errorf("%w: name an agent, a --selector or --started-before", control.ErrBadInput)
+	}
+	var cohort []*slot
+	for _, s := range d.runningSlots() {
+		s.mu.Lock()
+		match := s.run != nil && labelsMatch(s.cfg.Labels, req.Selector) &&
+			(req.StartedBefore.IsZero() || s.started.Before(req.StartedBefore))
+		s.mu.Unlock()
+		if match {
+			cohort = append(cohort, s)
+		}
+	}
+	sort.Slice(cohort, func(i, j int) bool { return cohort[i].id < cohort[j].id })
+	return d.killAll(ctx, cohort, req.Operator, req.Reason, req.Wait), nil
+}
+
+func labelsMatch(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Estop is POST /v1/estop.
+func (d *Daemon) Estop(ctx context.Context, req control.EstopRequest) ([]control.KillResult, error) {
+	if strings.TrimSpace(req.Reason) == "" {
+		return nil, fmt.Errorf("%w: a reason is required", control.ErrBadInput)
+	}
+	return d.estop(ctx, req.Reason, req.Operator, req.Wait), nil
+}
+
+// Release is POST /v1/release.
+func (d *Daemon) Release(req control.ReleaseRequest) error {
+	if req.Estop {
+		return d.releaseEstop(req.Operator)
+	}
+	d.mu.Lock()
+	s := d.slots[req.ID]
+	d.mu.Unlock()
+	was, err := d.held.release(req.ID)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		if was {
+			return nil
+		}
+		return fmt.Errorf("%w: %s", control.ErrNotFound, req.ID)
+	}
+	s.release()
+	d.publishState(req.ID, "released", "released by "+req.Operator)
+	return nil
+}
+
+// Certs is GET /v1/certs.
+func (d *Daemon) Certs(agentID string) ([]control.CertSummary, error) {
+	entries, err := certs.List(d.certsDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []control.CertSummary
+	for _, e := range entries {
+		c := e.Cert
+		if c == nil || (agentID != "" && c.AgentID != agentID) {
+			continue
+		}
+		out = append(out, control.CertSummary{CertID: c.CertID, AgentID: c.AgentID, Path: e.Path, Mode: c.Mode,
+			TriggerType: c.TriggerType, TriggerCheck: c.TriggerCheck, Reason: c.TriggerReason,
+			Reached: c.Escalation.Reached, TriggeredAt: c.TriggeredAt, Signed: c.Signature != nil})
+	}
+	return out, nil
+}
+
+// Cert is GET /v1/certs/{id}: the raw file.
+func (d *Daemon) Cert(id string) ([]byte, error) {
+	if id == "" || strings.ContainsAny(id, "/\\") || strings.HasPrefix(id, ".") {
+		return nil, fmt.Errorf("%w: certificate %q", control.ErrBadInput, id)
+	}
+	matches, _ := filepath.Glob(filepath.Join(d.certsDir, "*"+id+"*.json"))
+	if len(matches) != 1 {
+		return nil, fmt.Errorf("%w: certificate %s (%d matches)", control.ErrNotFound, id, len(matches))
+	}
+	return os.ReadFile(matches[0])
+}
+
+// Subscribe is GET /v1/events.
+func (d *Daemon) Subscribe() (<-chan control.Event, func()) { return d.bus.subscribe() }
+
+// AuditRequest records a changing operator request, with the caller's
+// uid, before it is acted on (fsynced: who asked for a kill must survive
+// a crash right after it).
+func (d *Daemon) AuditRequest(c control.Caller, method, path string, body any) {
+	d.audit(audit.Event{Type: audit.TypeOperatorRequest, Sync: true, Data: map[string]any{
+		"uid": c.UID, "gid": c.GID, "pid": c.PID, "caller": c.Name, "method": method, "path": path, "request": body}})
+	d.publish(control.Event{Type: audit.TypeOperatorRequest, Message: fmt.Sprintf("%s %s by %s", method, path, c.Name)})
+}
+
+// agentLog opens state_dir/logs/ID.log, rotated by size.
+func (d *Daemon) agentLog(id string) (*rotlog.Writer, error) {
+	d.mu.Lock()
+	lo := d.cfg.Logs
+	d.mu.Unlock()
+	return rotlog.Open(filepath.Join(d.logsDir, id+".log"), lo.MaxBytes, lo.Keep)
+}
+
+// MetricsSamples is the per-agent state the metrics collector reads at
+// each scrape.
+func (d *Daemon) MetricsSamples() []metrics.AgentSample {
+	var out []metrics.AgentSample
+	for _, s := range d.sortedSlots() {
+		info, st := s.info()
+		smp := metrics.AgentSample{ID: info.ID, State: info.State}
+		if st != nil {
+			smp.Heartbeats, smp.Heartbeat = st.Agent.Heartbeats, st.Heartbeat
+		}
+		out = append(out, smp)
+	}
+	return out
+}
+
+// AgentIDs lists the agents with a valid file (the control plane is asked
+// for directives about each).
+func (d *Daemon) AgentIDs() []string {
+	var ids []string
+	for _, s := range d.sortedSlots() {
+		ids = append(ids, s.id)
+	}
+	return ids
+}

@@ -1,0 +1,308 @@
+// Package daemon is `hermeskilld daemon`: one process per agent host,
+// supervising every agent declared in agents_dir through the same
+// supervisor package `supervise` uses (a daemon of many, where supervise
+// is a daemon of one). It owns what only a long-lived host service needs:
+// the live agents directory (fsnotify), restart policies and crash loops,
+// quarantine and the e-stop persisted across restarts, per-agent users and
+// output logs, the control API backend, and telling systemd how it is.
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/audit"
+	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/cgroup"
+	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/procsup"
+	"github.com/hermeskill/hermeskilld/internal/recorder"
+	"github.com/hermeskill/hermeskilld/internal/supervisor"
+	"github.com/hermeskill/hermeskilld/pkg/client"
+)
+
+// Options configures a Daemon.
+type Options struct {
+	Config     *config.Daemon
+	ConfigPath string
+	Version    string
+	Log        *zap.Logger
+	// Recorder sinks other than the audit log (metrics, outbox) are added
+	// by the caller; the daemon adds its audit log and event stream.
+	Metrics recorder.Observer
+	Outbox  recorder.Outbox
+	// OnReady runs once the control socket listens (tests use it).
+	OnReady func()
+}
+
+// Daemon supervises the agents of one host.
+type Daemon struct {
+	o       Options
+	log     *zap.Logger
+	started time.Time
+
+	rt      *procsup.Runtime
+	cgm     *cgroup.Manager
+	signer  *certs.Signer
+	held    *held
+	rec     *recorder.Recorder
+	bus     *bus
+	systemd *client.Client
+
+	certsDir, logsDir, socketsDir, estopFile string
+
+	stopping chan struct{} // closed when shutdown begins
+
+	mu      sync.Mutex
+	cfg     *config.Daemon
+	slots   map[string]*slot  // by agent id
+	files   map[string]string // agent file -> id
+	invalid map[string]string // agent file -> error, for files that never parsed
+	digests map[string]string // agent file -> content digest last applied
+}
+
+// New prepares the daemon: directories, containment, keys, audit log and
+// the persisted quarantine. Nothing is started yet.
+func New(o Options) (*Daemon, error) {
+	cfg := o.Config
+	d := &Daemon{
+		o: o, log: o.Log, cfg: cfg, started: time.Now(),
+		stopping: make(chan struct{}),
+		slots:    map[string]*slot{}, files: map[string]string{}, invalid: map[string]string{}, digests: map[string]string{},
+		certsDir:   filepath.Join(cfg.StateDir, "certs"),
+		logsDir:    filepath.Join(cfg.StateDir, "logs"),
+		socketsDir: filepath.Join(cfg.RuntimeDir, "agents"),
+		estopFile:  cfg.EstopFile,
+		bus:        newBus(),
+	}
+	for _, dir := range []struct {
+		path string
+		mode os.FileMode
+	}{{cfg.StateDir, 0o750}, {d.certsDir, 0o750}, {d.logsDir, 0o750}, {cfg.RuntimeDir, 0o755}, {d.socketsDir, 0o711}} {
+		if err := os.MkdirAll(dir.path, dir.mode); err != nil {
+			return nil, err
+		}
+		// Agents running as other users must reach their own socket dir.
+		if err := os.Chmod(dir.path, dir.mode); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if d.held, err = loadHeld(filepath.Join(cfg.StateDir, "held.json")); err != nil {
+		return nil, err
+	}
+	if cfg.SigningKey != "" {
+		if d.signer, err = certs.LoadSigner(cfg.SigningKey); err != nil {
+			return nil, fmt.Errorf("signing_key: %w", err)
+		}
+	}
+	if d.cgm, err = containment(cfg.Containment, d.log); err != nil {
+		return nil, err
+	}
+	al, err := audit.Open(filepath.Join(cfg.StateDir, "audit.jsonl"), audit.Options{MaxBytes: cfg.Audit.MaxBytes, Keep: cfg.Audit.Keep})
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	d.rec = &recorder.Recorder{
+		Audit:   audit.NewAsync(al, 1<<14, func(err error) { d.log.Error("audit log", zap.Error(err)) }),
+		Metrics: o.Metrics, Outbox: o.Outbox, Log: d.log, Stream: d.streamEvent,
+	}
+	if d.rt, err = procsup.NewRuntime(procsup.Options{}); err != nil {
+		return nil, err
+	}
+	d.systemd, _ = client.FromEnv() // our own supervisor (systemd); a no-op without one
+	return d, nil
+}
+
+// containment resolves the containment setting, removing the cgroups a
+// crashed daemon left behind.
+func containment(mode string, log *zap.Logger) (*cgroup.Manager, error) {
+	if mode == config.ContainmentPgroup {
+		log.Info("containment: process groups (containment: pgroup)")
+		return nil, nil
+	}
+	m, err := cgroup.Detect(cgroup.Options{})
+	if err != nil {
+		if mode == config.ContainmentCgroup {
+			return nil, fmt.Errorf("containment cgroup: %w", err)
+		}
+		log.Warn("containment: process group + subreaper + /proc scan (no writable cgroup v2)", zap.Error(err))
+		return nil, nil
+	}
+	log.Info("containment: " + m.Describe())
+	for _, w := range m.Warnings() {
+		log.Warn("cgroup setup", zap.Error(w))
+	}
+	if removed, err := m.CleanupStale(); err != nil {
+		log.Warn("stale cgroups not all removed", zap.Error(err))
+	} else if len(removed) > 0 {
+		log.Warn("removed cgroups (and killed what was in them) left by a hermeskilld that died", zap.Strings("cgroups", removed))
+	}
+	return m, nil
+}
+
+// ControlSocket is where the control API listens.
+func (d *Daemon) ControlSocket() string { return filepath.Join(d.cfg.RuntimeDir, "control.sock") }
+
+// CertsDir is where certificates are written.
+func (d *Daemon) CertsDir() string { return d.certsDir }
+
+// Run runs until ctx is cancelled or SIGTERM/SIGINT arrives, then stops
+// every agent through the ladder (operator daemon-shutdown) and returns.
+func (d *Daemon) Run(ctx context.Context) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	srv := control.NewServer(d, control.ServerOptions{Path: d.ControlSocket(),
+		ReadGroup: d.cfg.Control.ReadGroup, OperatorsGroup: d.cfg.Control.OperatorsGroup, Log: d.log})
+	// Listen before any agent starts: a second daemon on the same
+	// runtime_dir fails here, not after it started agents twice.
+	if err := srv.Listen(); err != nil {
+		return err
+	}
+	srvCtx, srvCancel := context.WithCancel(context.Background())
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Serve(srvCtx) }()
+	defer func() { srvCancel(); srv.Close(); <-srvErr }()
+
+	w, err := d.watch()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if _, err := os.Stat(d.estopFile); err == nil {
+		d.estopFromFile()
+	}
+	d.scanAgents(true)
+	d.systemd.Ready()
+	d.notifyStatus()
+	if d.o.OnReady != nil {
+		d.o.OnReady()
+	}
+	d.log.Info("daemon ready", zap.String("control", d.ControlSocket()), zap.String("agents_dir", d.cfg.AgentsDir))
+
+	watchdog := d.watchdogTicker()
+	defer watchdog.Stop()
+	status := time.NewTicker(10 * time.Second)
+	defer status.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return d.shutdown("context cancelled")
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				d.reload()
+				continue
+			}
+			return d.shutdown(config.SignalName(s.(syscall.Signal)))
+		case ev := <-w.events:
+			d.fileEvent(w, ev)
+		case err := <-w.errors:
+			d.log.Error("watching agents_dir", zap.Error(err))
+		case <-w.settled():
+			d.applySettled(w)
+		case <-watchdog.C:
+			// From the main loop on purpose: a wedged daemon stops pinging
+			// and systemd restarts it (WatchdogSec=).
+			d.systemd.Beat()
+		case <-status.C:
+			d.notifyStatus()
+		case err := <-srvErr:
+			d.log.Error("control server stopped", zap.Error(err))
+			return d.shutdown("control server failed")
+		}
+	}
+}
+
+// watchdogTicker pings systemd's watchdog at half its interval; without
+// WATCHDOG_USEC it never fires.
+func (d *Daemon) watchdogTicker() *time.Ticker {
+	usec, err := watchdogUSec()
+	if err != nil || usec <= 0 {
+		t := time.NewTicker(time.Hour)
+		t.Stop()
+		return t
+	}
+	return time.NewTicker(usec / 2)
+}
+
+// shutdown stops every agent in parallel through the ladder, then the
+// records.
+func (d *Daemon) shutdown(why string) error {
+	d.log.Info("daemon stopping: every agent goes through the ladder", zap.String("why", why))
+	d.systemd.Stopping()
+	d.systemd.Status("stopping agents")
+	close(d.stopping)
+	d.mu.Lock()
+	slots := make([]*slot, 0, len(d.slots))
+	for _, s := range d.slots {
+		slots = append(slots, s)
+	}
+	d.mu.Unlock()
+	for _, s := range slots {
+		s.stopFor("daemon-shutdown", "hermeskilld is shutting down ("+why+")", true)
+	}
+	for _, s := range slots {
+		<-s.done
+	}
+	d.rt.Close()
+	err := d.rec.Audit.Close()
+	d.log.Info("daemon stopped")
+	return err
+}
+
+// startRun starts one run of agent a.
+func (d *Daemon) startRun(a *config.Agent) (*supervisor.Run, error) {
+	cred, err := credential(a.User)
+	if err != nil {
+		return nil, err
+	}
+	logw, err := d.agentLog(a.ID)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	rate := d.cfg.HeartbeatRate
+	d.mu.Unlock()
+	r, err := supervisor.Start(supervisor.Options{
+		Agent: a, Runtime: d.rt, Cgroups: d.cgm, SocketDir: filepath.Join(d.socketsDir, a.ID),
+		Credential: cred, StdoutSink: logw, StderrSink: logw,
+		CertsDir: d.certsDir, Signer: d.signer, HeartbeatRate: rate,
+		OnEvent: d.rec.Event, Log: d.log,
+	})
+	if err != nil {
+		logw.Close()
+		return nil, err
+	}
+	go func() { <-r.Done(); logw.Close() }()
+	return r, nil
+}
+
+func (d *Daemon) estopped() bool {
+	_, ok := d.held.estop()
+	return ok
+}
+
+// notifyStatus tells systemd the agent counts (STATUS=).
+func (d *Daemon) notifyStatus() {
+	counts := d.counts()
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	msg := fmt.Sprintf("%d agents: %d running", total, counts[control.StateRunning])
+	if d.estopped() {
+		msg += "; E-STOP in effect"
+	}
+	d.systemd.Status(msg)
+}

@@ -1,0 +1,402 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/procsup"
+	"github.com/hermeskill/hermeskilld/internal/supervisor"
+)
+
+// slot is one agent of the daemon across its runs: it starts the agent,
+// waits for the run to end, and decides what comes next (restart with
+// backoff, quarantine, crash-loop failure, staying down). One goroutine
+// per slot runs that loop; the other methods only change its state under
+// mu and wake it.
+type slot struct {
+	d   *Daemon
+	id  string
+	log *zap.Logger
+
+	wake chan struct{}
+	done chan struct{}
+
+	mu        sync.Mutex
+	file      string
+	cfg       *config.Agent // what the running (or next) run uses
+	next      *config.Agent // takes effect at the next start
+	pending   []string      // what changes at the next start
+	configErr string        // the file is invalid; cfg is the last good one
+	run       *supervisor.Run
+	started   time.Time
+	restarts  []time.Time // restarts inside the crash-loop window
+	failures  int         // consecutive restarts, for the backoff
+	retryAt   time.Time
+	failed    string // crash-loop: why it is left down
+	exited    bool   // exited and the policy does not restart it
+	removed   bool   // its file is gone: stop and end
+	shutdown  bool   // the daemon is stopping
+	lastExit  string
+	lastCert  string
+	runs      int
+	waiters   []chan control.KillResult
+	killedBy  *control.Quarantine // a manual kill in flight
+}
+
+func newSlot(d *Daemon, a *config.Agent) *slot {
+	return &slot{d: d, id: a.ID, log: d.log.With(zap.String("agent", a.ID)), cfg: a, file: a.Source,
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (s *slot) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop is the slot's goroutine.
+func (s *slot) loop() {
+	defer close(s.done)
+	for {
+		s.mu.Lock()
+		if s.removed || s.shutdown {
+			s.mu.Unlock()
+			return
+		}
+		blocked := s.blockedLocked() != ""
+		delay := time.Until(s.retryAt)
+		s.mu.Unlock()
+		if blocked || delay > 0 {
+			s.sleep(blocked, delay)
+			continue
+		}
+		r := s.start()
+		if r == nil {
+			continue
+		}
+		<-r.Done()
+		s.ended(r.Wait())
+	}
+}
+
+// sleep waits for a wake-up, the end of the backoff delay (unless
+// blocked), or the daemon stopping.
+func (s *slot) sleep(blocked bool, delay time.Duration) {
+	var timerC <-chan time.Time
+	if !blocked {
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		timerC = t.C
+	}
+	select {
+	case <-s.wake:
+	case <-timerC:
+	case <-s.d.stopping:
+	}
+}
+
+// blockedLocked names why the agent must not start now ("" when it may).
+func (s *slot) blockedLocked() string {
+	switch {
+	case s.removed:
+		return "removed"
+	case s.d.estopped():
+		return control.StateEstopped
+	case s.cfg == nil:
+		return control.StateInvalid
+	}
+	if _, ok := s.d.held.quarantined(s.id); ok {
+		return control.StateQuarantined
+	}
+	switch {
+	case s.failed != "":
+		return control.StateFailed
+	case s.exited:
+		return control.StateExited
+	}
+	return ""
+}
+
+// start starts one run; on failure to start it schedules a retry as the
+// restart policy says and returns nil.
+func (s *slot) start() *supervisor.Run {
+	s.mu.Lock()
+	if s.next != nil {
+		s.cfg, s.next, s.pending = s.next, nil, nil
+	}
+	a := s.cfg
+	s.mu.Unlock()
+	r, err := s.d.startRun(a)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.lastExit = "failed to start: " + err.Error()
+		s.log.Error("agent failed to start", zap.Error(err))
+		var se *procsup.StartError
+		if errors.As(err, &se) || a.Restart.Policy != config.RestartNever {
+			s.scheduleLocked(a, 0, true)
+		} else {
+			s.exited = true
+		}
+		s.d.publishState(s.id, "start_failed", s.lastExit)
+		return nil
+	}
+	s.run, s.started = r, time.Now()
+	s.runs++
+	s.d.publishState(s.id, control.StateRunning, fmt.Sprintf("started, pid %d", r.PID()))
+	return r
+}
+
+// ended decides what follows a run.
+func (s *slot) ended(out supervisor.Outcome) {
+	s.mu.Lock()
+	a, ran := s.cfg, time.Since(s.started)
+	s.run = nil
+	s.lastExit = out.Exit.String()
+	if out.CertPath != "" {
+		s.lastCert = out.CertPath
+	}
+	manual := s.killedBy
+	s.killedBy = nil
+	note := s.lastExit
+	switch {
+	case s.removed || s.shutdown:
+	case s.d.estopped():
+		note = "stopped by the e-stop"
+	case out.Killed && (manual != nil || a.AfterKill == config.AfterKillQuarantine):
+		q := control.Quarantine{Reason: quarantineReason(out), Operator: ""}
+		if manual != nil {
+			q = *manual
+		}
+		if err := s.d.held.quarantine(s.id, q.Reason, q.Operator); err != nil {
+			s.log.Error("quarantine not persisted", zap.Error(err))
+		}
+		note = "quarantined: " + q.Reason
+	case out.Killed: // after_kill: restart
+		s.scheduleLocked(a, ran, true)
+	case a.Restart.Policy == config.RestartAlways,
+		a.Restart.Policy == config.RestartOnFailure && out.Exit.ShellCode() != 0:
+		s.scheduleLocked(a, ran, true)
+	default:
+		s.exited = true
+	}
+	res := control.KillResult{ID: s.id, Certificate: out.CertPath}
+	if out.Killed {
+		res.Reached = string(out.Reached)
+	}
+	for _, w := range s.waiters {
+		w <- res
+	}
+	s.waiters = nil
+	state, _ := s.stateLocked()
+	s.mu.Unlock()
+	s.d.publishState(s.id, state, note)
+}
+
+func quarantineReason(out supervisor.Outcome) string {
+	if out.Cert == nil {
+		return "killed"
+	}
+	return fmt.Sprintf("killed by %s: %s", out.Cert.TriggerCheck, out.Cert.TriggerReason)
+}
+
+// scheduleLocked plans a restart: exponential backoff from
+// restart.backoff capped at max_backoff, reset after a run of
+// stable_after; more than max_restarts within window is a crash loop and
+// the agent is left down as failed.
+func (s *slot) scheduleLocked(a *config.Agent, ran time.Duration, counts bool) {
+	rp := a.Restart
+	now := time.Now()
+	if ran >= rp.StableAfter && rp.StableAfter > 0 {
+		s.failures = 0
+	}
+	if counts {
+		s.restarts = slices.DeleteFunc(s.restarts, func(t time.Time) bool { return now.Sub(t) > rp.Window })
+		if rp.MaxRestarts > 0 && len(s.restarts) >= rp.MaxRestarts {
+			s.failed = fmt.Sprintf("crash loop: %d restarts within %s; edit the agent file or `hermeskilld release %s` to try again",
+				len(s.restarts), config.FormatDuration(rp.Window), s.id)
+			s.log.Error("agent left down", zap.String("reason", s.failed))
+			return
+		}
+		s.restarts = append(s.restarts, now)
+	}
+	delay := rp.Backoff
+	for i := 0; i < s.failures && delay < rp.MaxBackoff; i++ {
+		delay *= 2
+	}
+	delay = min(delay, rp.MaxBackoff)
+	s.failures++
+	s.retryAt = now.Add(delay)
+	s.log.Info("agent restarts after a backoff", zap.Duration("backoff", delay), zap.Int("restarts", len(s.restarts)))
+}
+
+// stateLocked is the slot's state and a note for `ps`.
+func (s *slot) stateLocked() (state, note string) {
+	if s.run != nil {
+		st := s.run.Status().State
+		note = ""
+		if len(s.pending) > 0 {
+			note = "at next start: " + joinComma(s.pending)
+		}
+		if s.configErr != "" {
+			note = "config error (running the last good config): " + s.configErr
+		}
+		return st, note
+	}
+	switch b := s.blockedLocked(); b {
+	case control.StateQuarantined:
+		q, _ := s.d.held.quarantined(s.id)
+		return b, q.Reason
+	case control.StateEstopped:
+		q, _ := s.d.held.estop()
+		return b, q.Reason
+	case control.StateFailed:
+		return b, s.failed
+	case control.StateInvalid:
+		return b, s.configErr
+	case control.StateExited:
+		return b, s.lastExit
+	case "removed":
+		return control.StateStopping, "agent file removed"
+	}
+	if time.Until(s.retryAt) > 0 {
+		return control.StateBackoff, fmt.Sprintf("%s; restarts in %s", s.lastExit, time.Until(s.retryAt).Round(time.Second))
+	}
+	return control.StateStarting, ""
+}
+
+// kill stops the running agent through the ladder as a manual kill; the
+// agent is quarantined. An agent that is not running is quarantined at
+// once.
+func (s *slot) kill(ctx context.Context, operator, reason string, wait bool) control.KillResult {
+	s.mu.Lock()
+	r := s.run
+	if r == nil {
+		s.mu.Unlock()
+		if err := s.d.held.quarantine(s.id, reason, operator); err != nil {
+			return control.KillResult{ID: s.id, Error: err.Error()}
+		}
+		s.d.publishState(s.id, control.StateQuarantined, reason)
+		return control.KillResult{ID: s.id, Error: "not running; quarantined"}
+	}
+	ch := make(chan control.KillResult, 1)
+	s.waiters = append(s.waiters, ch)
+	if s.killedBy == nil {
+		s.killedBy = &control.Quarantine{Since: time.Now().UTC(), Reason: reason, Operator: operator}
+	}
+	s.mu.Unlock()
+	r.Kill(operator, reason)
+	if !wait {
+		return control.KillResult{ID: s.id}
+	}
+	select {
+	case res := <-ch:
+		return res
+	case <-ctx.Done():
+		return control.KillResult{ID: s.id, Error: "stopped waiting: " + ctx.Err().Error()}
+	}
+}
+
+// stopFor ends the slot's current run (file removed, daemon shutdown)
+// without quarantine; the loop then ends.
+func (s *slot) stopFor(operator, reason string, shutdown bool) {
+	s.mu.Lock()
+	if shutdown {
+		s.shutdown = true
+	} else {
+		s.removed = true
+	}
+	r := s.run
+	s.mu.Unlock()
+	if r != nil {
+		r.Kill(operator, reason)
+	}
+	s.poke()
+}
+
+// reconfigure applies a new valid agent file: checks, escalation, mode,
+// labels, restart and after_kill at once; command, user, env and cwd at
+// the next start (reported by status).
+func (s *slot) reconfigure(a *config.Agent) {
+	s.mu.Lock()
+	s.configErr = ""
+	s.failed, s.exited = "", false
+	s.file = a.Source
+	if s.run == nil {
+		s.cfg, s.next, s.pending = a, nil, nil
+		s.mu.Unlock()
+		s.poke()
+		return
+	}
+	s.pending = startDiff(s.cfg, a)
+	now := *s.cfg
+	now.Checks, now.Escalation, now.Mode = a.Checks, a.Escalation, a.Mode
+	now.Labels, now.Restart, now.AfterKill = a.Labels, a.Restart, a.AfterKill
+	s.cfg = &now
+	if len(s.pending) > 0 {
+		s.next = a
+	} else {
+		s.next = nil
+	}
+	r := s.run
+	s.mu.Unlock()
+	r.Reconfigure(a)
+}
+
+// invalid records that the agent's file no longer parses; a running agent
+// keeps its last good configuration.
+func (s *slot) invalid(err error) {
+	s.mu.Lock()
+	s.configErr = err.Error()
+	s.mu.Unlock()
+}
+
+// release clears a crash-loop failure or a clean exit, so the agent
+// starts again (the quarantine itself is the daemon's).
+func (s *slot) release() {
+	s.mu.Lock()
+	s.failed, s.exited = "", false
+	s.restarts, s.failures, s.retryAt = nil, 0, time.Time{}
+	s.mu.Unlock()
+	s.poke()
+}
+
+// startDiff lists the settings that only take effect at the next start.
+func startDiff(old, new *config.Agent) []string {
+	var d []string
+	if !slices.Equal(old.Command, new.Command) {
+		d = append(d, "command")
+	}
+	if old.User != new.User {
+		d = append(d, "user")
+	}
+	if !maps.Equal(old.Env, new.Env) {
+		d = append(d, "env")
+	}
+	if filepath.Clean(old.Cwd) != filepath.Clean(new.Cwd) {
+		d = append(d, "cwd")
+	}
+	return d
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, v := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += v
+	}
+	return out
+}

@@ -1,0 +1,93 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/atomicfile"
+	"github.com/hermeskill/hermeskilld/internal/control"
+)
+
+// held is what keeps agents down across daemon restarts and reboots:
+// quarantined agents and the e-stop, written to state_dir/held.json on
+// every change (atomically, fsynced) and read at start.
+type held struct {
+	path string
+
+	mu    sync.Mutex
+	Estop *control.Quarantine           `json:"estop,omitempty"`
+	Agent map[string]control.Quarantine `json:"quarantined"`
+}
+
+func loadHeld(path string) (*held, error) {
+	h := &held{path: path, Agent: map[string]control.Quarantine{}}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return h, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, h); err != nil {
+		return nil, fmt.Errorf("%s: %w (move it aside to start with no agent held)", path, err)
+	}
+	if h.Agent == nil {
+		h.Agent = map[string]control.Quarantine{}
+	}
+	return h, nil
+}
+
+// saveLocked writes the file; h.mu is held.
+func (h *held) saveLocked() error {
+	data, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(h.path, append(data, '\n'), 0o640)
+}
+
+func (h *held) quarantine(id, reason, operator string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Agent[id] = control.Quarantine{Since: time.Now().UTC(), Reason: reason, Operator: operator}
+	return h.saveLocked()
+}
+
+// release reports whether id was quarantined.
+func (h *held) release(id string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.Agent[id]; !ok {
+		return false, nil
+	}
+	delete(h.Agent, id)
+	return true, h.saveLocked()
+}
+
+func (h *held) quarantined(id string) (control.Quarantine, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q, ok := h.Agent[id]
+	return q, ok
+}
+
+func (h *held) setEstop(q *control.Quarantine) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Estop = q
+	return h.saveLocked()
+}
+
+func (h *held) estop() (control.Quarantine, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.Estop == nil {
+		return control.Quarantine{}, false
+	}
+	return *h.Estop, true
+}

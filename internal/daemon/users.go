@@ -1,0 +1,62 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// credential resolves an agent's `user:` (a name or a numeric uid) to the
+// uid, gid and supplementary groups it runs with; "" runs it as us.
+func credential(name string) (*syscall.Credential, error) {
+	if name == "" {
+		return nil, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		if _, numErr := strconv.Atoi(name); numErr != nil {
+			return nil, fmt.Errorf("user %q: %w", name, err)
+		}
+		if u, err = user.LookupId(name); err != nil {
+			return nil, fmt.Errorf("user %q: %w", name, err)
+		}
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, fmt.Errorf("user %q: %w", name, err)
+	}
+	if os.Geteuid() != 0 && int(uid) != os.Geteuid() {
+		return nil, fmt.Errorf("user %q: running agents as another user needs hermeskilld to run as root", name)
+	}
+	c := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if ids, err := u.GroupIds(); err == nil {
+		for _, g := range ids {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+				c.Groups = append(c.Groups, uint32(n))
+			}
+		}
+	}
+	return c, nil
+}
+
+// watchdogUSec is our own watchdog interval from systemd (WATCHDOG_USEC,
+// for us when WATCHDOG_PID is unset or our pid).
+func watchdogUSec() (time.Duration, error) {
+	v := os.Getenv("WATCHDOG_USEC")
+	if v == "" {
+		return 0, nil
+	}
+	if p := os.Getenv("WATCHDOG_PID"); p != "" && p != strconv.Itoa(os.Getpid()) {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("WATCHDOG_USEC=%q: %w", v, err)
+	}
+	return time.Duration(n) * time.Microsecond, nil
+}
