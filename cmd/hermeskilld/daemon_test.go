@@ -35,7 +35,12 @@ type daemonUnderTest struct {
 // daemon; it is stopped (SIGTERM, bounded) at cleanup.
 func startDaemon(t *testing.T, extra string) *daemonUnderTest {
 	t.Helper()
-	root := shortTemp(t)
+	return startDaemonIn(t, shortTemp(t), extra)
+}
+
+// startDaemonIn is startDaemon in a given root directory.
+func startDaemonIn(t *testing.T, root, extra string) *daemonUnderTest {
+	t.Helper()
 	d := &daemonUnderTest{t: t, root: root, agents: filepath.Join(root, "agents"), state: filepath.Join(root, "state"),
 		sock: filepath.Join(root, "run", "control.sock"), config: filepath.Join(root, "hk.yaml")}
 	require.NoError(t, os.MkdirAll(d.agents, 0o755))
@@ -140,12 +145,10 @@ func hkQuiet(t *testing.T, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), asMain+"=1")
-	out, err := cmd.Output()
-	r := result{code: cmd.ProcessState.ExitCode(), stdout: string(out)}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.stderr = string(ee.Stderr)
-	}
-	return r
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	_ = cmd.Run()
+	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
 }
 
 // shortTemp is a temp dir with a short path (sun_path is 108 bytes),

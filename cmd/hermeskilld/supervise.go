@@ -30,7 +30,7 @@ import (
 
 type superviseFlags struct {
 	id, configFile, certsDir, auditLog string
-	metricsListen                      string
+	metricsListen, signingKey          string
 	containment                        string
 	shadow                             bool
 	log                                logFlags
@@ -95,6 +95,7 @@ SIGUSR2, SIGWINCH and SIGCONT are forwarded to the agent.`,
 	fl.Var(durationValue{&f.sampleIv}, "sample-interval", "how often kernel metrics are sampled (default 1s)")
 	fl.StringVar(&f.certsDir, "certs-dir", "", "where death certificates are written (default "+certs.DefaultDir()+")")
 	fl.StringVar(&f.auditLog, "audit-log", "", "append a hash-chained audit log of every event to FILE")
+	fl.StringVar(&f.signingKey, "signing-key", "", "sign certificates with this Ed25519 key (see hermeskilld keygen)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
 	fl.BoolVar(&f.shadow, "shadow", false, "shadow mode: record would-be kills as certificates, signal nothing")
 	fl.StringVar(&f.containment, "containment", "auto", "auto, cgroup (fail without a writable cgroup v2) or pgroup")
@@ -162,6 +163,11 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	opts := supervisor.Options{
 		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, SocketDir: sockDir,
 		CertsDir: certsDir, Log: log, OnEvent: rec.Event,
+	}
+	if f.signingKey != "" {
+		if opts.Signer, err = certs.LoadSigner(f.signingKey); err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--signing-key: %w", err)}
+		}
 	}
 	opts.Stdin = os.Stdin
 	if isTerminal(os.Stdin) {
