@@ -143,7 +143,6 @@ func (s *Server) Listen() error {
 	return nil
 }
 
-
 // Serve listens (when Listen was not called) and serves until ctx ends or
 // Close is called; then it returns nil once Close has finished. Any other
 // error is returned after the server was closed.

@@ -116,7 +116,7 @@ func New(o Options) (*Daemon, error) {
 		Audit:   audit.NewAsync(al, 1<<14, func(err error) { d.log.Error("audit log", zap.Error(err)) }),
 		Metrics: o.Metrics, Outbox: o.Outbox, Log: d.log, Stream: d.streamEvent,
 	}
-	if d.rt, err = procsup.NewRuntime(procsup.Options{}); err != nil {
+	if d.rt, err = procsup.NewRuntime(procsup.Options{PollWait: true}); err != nil {
 		return nil, err
 	}
 	d.systemd, _ = client.FromEnv() // our own supervisor (systemd); a no-op without one

@@ -91,32 +91,57 @@ func (p *Process) ExitedAt() time.Time { <-p.done; return p.exited }
 // Signal sends sig through the pidfd (pidfd_send_signal(2)), so a recycled
 // pid is never signalled. An exited process is not an error.
 func (p *Process) Signal(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return nil // reaped (and its handle released)
+	default:
+	}
 	err := p.proc.Signal(sig)
-	if errors.Is(err, os.ErrProcessDone) {
+	if err == nil || errors.Is(err, os.ErrProcessDone) {
 		return nil
 	}
-	return err
+	select {
+	case <-p.done:
+		return nil // reaped while we signalled
+	default:
+		return err
+	}
 }
 
-func (p *Process) wait(r *reaper) {
+func (p *Process) wait(r *reaper, pidfd int) {
 	defer close(p.done)
-	st, err := p.proc.Wait() // waitid(P_PIDFD) where the kernel has pidfds
+	st, err := waitPidfd(pidfd)
+	if errors.Is(err, errNoPidfd) {
+		// Not asked for (Options.PollWait), or a kernel without pidfds:
+		// os.Process waits (waitid(P_PIDFD) in a blocked thread).
+		st, err = p.waitProcess()
+	}
 	p.exited = time.Now()
 	r.released(p.pid)
+	_ = p.proc.Release()
 	if err != nil {
 		// Cannot happen unless someone else reaped our child; report a
 		// death by SIGKILL rather than a success.
 		p.status = ExitStatus{Signaled: true, Signal: syscall.SIGKILL}
 		return
 	}
+	p.status = st
+}
+
+func (p *Process) waitProcess() (ExitStatus, error) {
+	st, err := p.proc.Wait()
+	if err != nil {
+		return ExitStatus{}, err
+	}
 	ws := st.Sys().(syscall.WaitStatus)
-	p.status = ExitStatus{Code: ws.ExitStatus(), UserCPU: st.UserTime(), SysCPU: st.SystemTime()}
+	es := ExitStatus{Code: ws.ExitStatus(), UserCPU: st.UserTime(), SysCPU: st.SystemTime()}
 	if ws.Signaled() {
-		p.status.Signaled, p.status.Signal, p.status.CoreDumped = true, ws.Signal(), ws.CoreDump()
+		es.Signaled, es.Signal, es.CoreDumped = true, ws.Signal(), ws.CoreDump()
 	}
 	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-		p.status.MaxRSS = ru.Maxrss * 1024
+		es.MaxRSS = ru.Maxrss * 1024
 	}
+	return es, nil
 }
 
 // lookPath resolves argv[0] like a shell would, mapping failures to the

@@ -1,6 +1,7 @@
 package procsup_test
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,4 +135,20 @@ func TestAgentEnv(t *testing.T) {
 		require.NotContains(t, joined, leaked)
 	}
 	require.NotContains(t, strings.Join(procsup.AgentEnv(nil, nil, "x", "/s", 0), "\n"), "WATCHDOG_USEC")
+}
+
+// The daemon's runtime waits on pidfds through the netpoller (no thread
+// per child): exit codes and signals come out the same.
+func TestPollWaitRuntime(t *testing.T) {
+	spec := testchild.Spec("pollwait-runtime")
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	spec.Stdout = w
+	p, err := rt.Start(spec)
+	w.Close()
+	require.NoError(t, err)
+	out, err := io.ReadAll(r)
+	require.NoError(t, err)
+	require.Equal(t, 0, p.Status().Code)
+	require.Equal(t, "exited with code 7\nkilled by killed 137\n", string(out))
 }

@@ -43,8 +43,21 @@ func Main() {
 func Spec(mode string, args ...string) procsup.Spec {
 	return procsup.Spec{
 		Argv: append([]string{os.Args[0]}, args...),
-		Env:  append(os.Environ(), Env+"="+mode),
+		Env:  append(environ(), Env+"="+mode),
 	}
+}
+
+// environ is our environment without our own mode: a helper that starts
+// helpers must not pass its mode on (the first of duplicate variables
+// wins in getenv, and the child would run our mode again).
+func environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, Env+"=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 func ready(extra ...int) {
@@ -129,6 +142,24 @@ func helper(mode string, args []string) {
 		}()
 		ready(<-pidc)
 		hang()
+	case "pollwait-runtime":
+		// A runtime that waits on pidfds through the netpoller (the
+		// daemon's): it reports how its children ended.
+		r, err := procsup.NewRuntime(procsup.Options{PollWait: true})
+		if err != nil {
+			panic(err)
+		}
+		p, err := r.Start(Spec("exit", "7"))
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(p.Status().String())
+		p, err = r.Start(Spec("hang"))
+		if err != nil {
+			panic(err)
+		}
+		_ = p.Signal(syscall.SIGKILL)
+		fmt.Println(p.Status().String(), p.Status().ShellCode())
 	default:
 		fmt.Fprintln(os.Stderr, "unknown test child mode", mode)
 		os.Exit(2)
@@ -139,7 +170,7 @@ func helper(mode string, args []string) {
 // separate process, without the runtime under test) and waits for ready.
 func startSelf(mode string, setsid bool) int {
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), Env+"="+mode)
+	cmd.Env = append(environ(), Env+"="+mode)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -157,7 +188,7 @@ func startSelf(mode string, setsid bool) int {
 
 func runSelf(mode string) string {
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), Env+"="+mode)
+	cmd.Env = append(environ(), Env+"="+mode)
 	out, err := cmd.Output()
 	if err != nil {
 		panic(err)

@@ -1,0 +1,91 @@
+package procsup
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// errNoPidfd: the kernel gave no pidfd for the child.
+var errNoPidfd = errors.New("no pidfd")
+
+// waitPidfd waits for the child behind pidfd to exit and reaps it. A
+// pidfd becomes readable when its process exits (pidfd_open(2)), so the
+// wait is a netpoller registration, not a thread blocked in waitid(2);
+// the reap is waitid(P_PIDFD, WNOHANG), which — unlike waitid(P_ALL) —
+// cannot take any other child's status. It closes pidfd.
+func waitPidfd(pidfd int) (ExitStatus, error) {
+	if pidfd < 0 {
+		return ExitStatus{}, errNoPidfd
+	}
+	if err := unix.SetNonblock(pidfd, true); err != nil {
+		unix.Close(pidfd)
+		return ExitStatus{}, os.NewSyscallError("fcntl O_NONBLOCK", err)
+	}
+	f := os.NewFile(uintptr(pidfd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return ExitStatus{}, err
+	}
+	var (
+		info   unix.Siginfo
+		rusage unix.Rusage
+		werr   error
+		reaped bool
+	)
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			info = unix.Siginfo{}
+			werr = unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG, &rusage)
+			if werr == unix.EINTR {
+				continue
+			}
+			break
+		}
+		if werr != nil {
+			return true // a real error: stop waiting
+		}
+		reaped = siginfoPID(&info) != 0
+		return reaped // not exited yet: wait until the pidfd is readable
+	})
+	if err != nil {
+		return ExitStatus{}, err
+	}
+	if werr != nil {
+		return ExitStatus{}, os.NewSyscallError("waitid P_PIDFD", werr)
+	}
+	return exitStatus(&info, &rusage), nil
+}
+
+// CLD_* codes of siginfo_t for SIGCHLD (<asm-generic/siginfo.h>).
+const (
+	cldExited = 1
+	cldKilled = 2
+	cldDumped = 3
+)
+
+// exitStatus decodes a waitid siginfo: si_code says how the child ended,
+// si_status is the exit code or the signal (waitid(2)).
+func exitStatus(info *unix.Siginfo, ru *unix.Rusage) ExitStatus {
+	const ptr = unsafe.Sizeof(uintptr(0))
+	const off = (12 + ptr - 1) &^ (ptr - 1)
+	// The SIGCHLD union: si_pid, si_uid, then si_status.
+	status := int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off+8)))
+	es := ExitStatus{
+		UserCPU: time.Duration(ru.Utime.Nano()),
+		SysCPU:  time.Duration(ru.Stime.Nano()),
+		MaxRSS:  ru.Maxrss * 1024,
+	}
+	switch info.Code {
+	case cldExited:
+		es.Code = status
+	case cldKilled, cldDumped:
+		es.Signaled, es.Signal, es.CoreDumped = true, syscall.Signal(status), info.Code == cldDumped
+	}
+	return es
+}
