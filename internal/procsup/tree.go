@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -37,6 +38,8 @@ type Tree struct {
 	// of ours is the agent's (supervise). The daemon shares its children
 	// among agents and attributes orphans instead.
 	exclusive bool
+
+	freezeWait time.Duration // bounds the autopsy's freeze; 0: autopsyFreeze
 
 	mu     sync.Mutex
 	known  map[int]uint64 // pid -> start time of every process seen in the tree

@@ -3,6 +3,7 @@ package procsup_test
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -135,4 +136,29 @@ func TestTreeOutlivesMain(t *testing.T) {
 		require.Equal(t, 2, n)
 		require.Eventually(t, tree.Empty, 10*time.Second, 5*time.Millisecond)
 	})
+}
+
+// An autopsy whose freeze times out still thaws the tree: a frozen agent
+// would act on no signal of the ladder but SIGKILL.
+func TestSnapshotFreezeTimeoutThaws(t *testing.T) {
+	m, err := cgroup.Detect(cgroup.Options{})
+	if errors.Is(err, cgroup.ErrUnavailable) {
+		t.Skipf("no writable cgroup v2 hierarchy: %v", err)
+	}
+	require.NoError(t, err)
+	g, err := m.Create("freeze-test")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Remove() })
+	spec := procsup.Spec{CgroupFD: g.FD()}
+	c := testchild.Start(t, rt, "exit-on-term", spec)
+	tree := procsup.NewTree(rt, c.P, procsup.TreeOptions{Cgroup: g, Exclusive: true})
+	tree.SetFreezeWait(time.Nanosecond)
+	procs, froze := tree.Snapshot(128, true)
+	require.False(t, froze, "a 1ns freeze cannot complete")
+	require.NotEmpty(t, procs)
+	events, err := os.ReadFile(filepath.Join(g.Path(), "cgroup.freeze"))
+	require.NoError(t, err)
+	require.Equal(t, "0\n", string(events), "the tree was thawed")
+	require.NoError(t, c.P.Signal(syscall.SIGTERM))
+	require.Equal(t, 4, c.P.Status().Code, "the agent acted on SIGTERM")
 }

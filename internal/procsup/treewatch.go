@@ -2,9 +2,11 @@ package procsup
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"time"
 
+	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
 )
 
@@ -71,14 +73,20 @@ const autopsyFreeze = 100 * time.Millisecond
 // freezes (shadow mode must not touch the agent).
 func (t *Tree) Snapshot(cmdlineMax int, freeze bool) (procs []procfs.Proc, froze bool) {
 	if t.cg != nil && freeze {
-		ctx, cancel := context.WithTimeout(context.Background(), autopsyFreeze)
-		froze = t.cg.Freeze(ctx) == nil
+		wait := t.freezeWait
+		if wait <= 0 {
+			wait = autopsyFreeze
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		err := t.cg.Freeze(ctx)
 		cancel()
-		defer func() {
-			if froze {
-				_ = t.cg.Thaw()
-			}
-		}()
+		froze = err == nil
+		// Thawed whatever Freeze returned: a freeze that timed out has
+		// still set cgroup.freeze, and a frozen agent could act on no
+		// signal of the ladder but SIGKILL.
+		if !errors.Is(err, cgroup.ErrFreezeUnsupported) {
+			defer func() { _ = t.cg.Thaw() }()
+		}
 	}
 	pids := t.allPIDs()
 	for _, pid := range pids {
