@@ -137,9 +137,6 @@ func (d *Daemon) addSlot(a *config.Agent, prev *slot) {
 			<-prev.done
 		}
 		s.loop()
-	}()
-	go func() {
-		<-s.done
 		d.mu.Lock()
 		if d.slots[a.ID] == s {
 			delete(d.slots, a.ID)

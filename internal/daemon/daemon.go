@@ -262,7 +262,7 @@ func (d *Daemon) shutdown(why string) error {
 }
 
 // startRun starts one run of agent a.
-func (d *Daemon) startRun(a *config.Agent) (*supervisor.Run, error) {
+func (d *Daemon) startRun(s *slot, a *config.Agent) (*supervisor.Run, error) {
 	cred, err := credential(a.User)
 	if err != nil {
 		return nil, err
@@ -284,7 +284,7 @@ func (d *Daemon) startRun(a *config.Agent) (*supervisor.Run, error) {
 		logw.Close()
 		return nil, err
 	}
-	go func() { <-r.Done(); logw.Close() }()
+	s.logw = logw // closed by the slot when the run ends
 	return r, nil
 }
 

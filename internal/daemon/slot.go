@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"io"
 	"errors"
 	"fmt"
 	"maps"
@@ -51,6 +52,7 @@ type slot struct {
 	runs      int
 	waiters   []chan control.KillResult
 	killedBy  *control.Quarantine // a manual kill in flight
+	logw      io.Closer           // the run's output log
 }
 
 func newSlot(d *Daemon, a *config.Agent) *slot {
@@ -87,6 +89,10 @@ func (s *slot) loop() {
 		}
 		<-r.Done()
 		s.ended(r.Wait())
+		if s.logw != nil {
+			s.logw.Close()
+			s.logw = nil
+		}
 	}
 }
 
@@ -137,7 +143,7 @@ func (s *slot) start() *supervisor.Run {
 	}
 	a := s.cfg
 	s.mu.Unlock()
-	r, err := s.d.startRun(a)
+	r, err := s.d.startRun(s, a)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {

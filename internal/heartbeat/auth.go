@@ -28,7 +28,13 @@ type AuthFunc func(pid int) Verdict
 func (f AuthFunc) Authenticate(pid int) Verdict { return f(pid) }
 
 // Cache lifetimes. A verdict costs a /proc read; an agent sends many
-// datagrams from the same few pids, so verdicts are cached briefly.
+// datagrams from the same few pids, so verdicts are cached. A positive
+// verdict lives longer than an agent's usual beat interval (1s): on a host
+// of a thousand agents, re-reading /proc/PID/cgroup for every heartbeat
+// was a tenth of the daemon's CPU. What the lifetime admits — a member's
+// pid reused within it by a process outside the tree — still needs that
+// process to have the agent's uid (or root) to reach the 0600 socket in
+// its 0700 directory, and such a process can signal the agent anyway.
 //
 // The rule for a sender that exited before its datagram was read (a
 // fire-and-forget `systemd-notify --no-block`): it is accepted only when the
@@ -40,7 +46,7 @@ func (f AuthFunc) Authenticate(pid int) Verdict { return f(pid) }
 // always verifiable. A Gone verdict is never cached, so it cannot cause a
 // later datagram from a live member to be dropped.
 const (
-	memberTTL    = time.Second
+	memberTTL    = 5 * time.Second
 	notMemberTTL = 250 * time.Millisecond
 	maxCached    = 4096
 )

@@ -27,7 +27,12 @@ const maxPath = 107
 // queueLen is how many authenticated messages may wait for the consumer
 // before new ones are dropped; the reader never blocks on the consumer, so
 // the kernel queue (net.unix.max_dgram_qlen, often only 10) keeps draining.
-const queueLen = 1024
+//
+// Each queued message is ~250 bytes and there is one queue per agent: 64
+// absorbs the bursts of a healthy agent (the consumer only applies each
+// message to the symptom engine), and a thousand agents × 1024 was a
+// quarter of a gigabyte; the drops past it are counted.
+const queueLen = 64
 
 // Received is one authenticated message.
 type Received struct {

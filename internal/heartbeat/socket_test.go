@@ -298,16 +298,19 @@ func TestRateLimit(t *testing.T) {
 	}
 	st := settle(t, s, burst)
 	elapsed := time.Since(start)
-	require.Equal(t, uint64(burst), st.Accepted+st.RateLimited)
+	// Nobody reads C() during the burst: what passed the limiter either
+	// waits in the queue or overflows it.
+	passed := st.Accepted + st.Overflow
+	require.Equal(t, uint64(burst), passed+st.RateLimited)
 	// A burst of one second's worth, plus what refilled while it lasted
 	// (the machine may be slow: the bound comes from the measured time).
 	refill := uint64(elapsed.Seconds()*rate) + 1
-	require.GreaterOrEqual(t, st.Accepted, uint64(rate))
-	require.LessOrEqual(t, st.Accepted, uint64(rate)+refill, "elapsed %v", elapsed)
-	t.Logf("burst of %d in %v: %d delivered, %d rate-limited", burst, elapsed, st.Accepted, st.RateLimited)
+	require.GreaterOrEqual(t, passed, uint64(rate))
+	require.LessOrEqual(t, passed, uint64(rate)+refill, "elapsed %v", elapsed)
+	t.Logf("burst of %d in %v: %d passed, %d rate-limited", burst, elapsed, passed, st.RateLimited)
 
-	// The first ones are those delivered, in order.
-	for i := range rate {
+	// The first ones are those queued, in order.
+	for i := range min(rate, heartbeat.QueueLen) {
 		require.Equal(t, uint64(i), recv(t, s).Msg.Progress)
 	}
 }

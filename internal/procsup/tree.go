@@ -40,6 +40,8 @@ type Tree struct {
 	exclusive bool
 
 	freezeWait time.Duration // bounds the autopsy's freeze; 0: autopsyFreeze
+	sample     sampling      // owned by the sampling goroutine
+	noMemory   bool          // the cgroup has no memory.current
 
 	mu     sync.Mutex
 	known  map[int]uint64 // pid -> start time of every process seen in the tree
@@ -357,8 +359,10 @@ func (t *Tree) Killed() map[int]uint64 {
 	return out
 }
 
-// Close releases the cgroup (removing it; it must be empty).
+// Close releases what sampling held and the cgroup (removing it; it must
+// be empty). Call it once nothing samples any more.
 func (t *Tree) Close() error {
+	t.sample.close()
 	if t.cg == nil {
 		return nil
 	}

@@ -135,13 +135,3 @@ func (t *Tree) Survivors(cmdlineMax int) []procfs.Proc {
 	}
 	return out
 }
-
-// Usage measures the tree for the kernel checks: processes+threads, RSS,
-// CPU ticks and, when asked, open descriptors.
-func (t *Tree) Usage(withFDs bool) (procfs.Usage, error) {
-	pids, err := t.PIDs()
-	if err != nil {
-		return procfs.Usage{}, err
-	}
-	return t.fs.Usage(pids, withFDs)
-}

@@ -23,7 +23,7 @@ func (r *Run) loop() {
 	timer.Stop()
 	defer timer.Stop()
 	var sampleC <-chan time.Time
-	if iv := r.a.Checks.SampleInterval; iv > 0 {
+	if iv := sampleInterval(r.a.Checks); iv > 0 {
 		t := time.NewTicker(iv)
 		defer t.Stop()
 		sampleC = t.C
@@ -97,6 +97,21 @@ func (r *Run) drain(msgs <-chan heartbeat.Received) <-chan heartbeat.Received {
 		}
 	}
 	return nil
+}
+
+// idleSampling is how much less often the tree is measured when no kernel
+// check needs it: the samples then only feed `status` and the
+// certificate's peak RSS, and a daemon of a thousand agents should not
+// pay for a thousand samples a second that decide nothing.
+const idleSampling = 10
+
+// sampleInterval is how often the tree is measured. (A live edit that
+// adds a kernel check takes the faster rate at the agent's next start.)
+func sampleInterval(c config.Checks) time.Duration {
+	if c.Memory != nil || c.CPUSpin != nil || c.Procs != nil || c.FDs != nil {
+		return c.SampleInterval
+	}
+	return idleSampling * c.SampleInterval
 }
 
 // StateOf names the run's state.
@@ -213,7 +228,7 @@ func (r *Run) reconfigure(a *config.Agent) {
 
 // sample measures the tree for the kernel checks.
 func (r *Run) sample(now time.Time) []symptoms.Symptom {
-	s, ok := r.sampler.take(r.tree, r.a.Checks.FDs != nil, now)
+	s, ok := r.sampler.take(r.tree, r.a.Checks.FDs != nil, r.a.Checks.CPUSpin != nil, now)
 	if !ok {
 		return nil
 	}

@@ -177,6 +177,17 @@ func (r *Run) authenticate(pid int) heartbeat.Verdict {
 	if r.tree == nil {
 		return heartbeat.NotMember
 	}
+	if pid == r.proc.PID() {
+		// The main process, most senders' pid: until we reap it (even
+		// as a zombie) its pid cannot be given to anyone else, so this
+		// needs no /proc read.
+		select {
+		case <-r.proc.Done():
+			return heartbeat.Gone
+		default:
+			return heartbeat.Member
+		}
+	}
 	ok, err := r.tree.Contains(pid)
 	switch {
 	case errors.Is(err, procfs.ErrNoProcess):

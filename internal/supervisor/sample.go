@@ -18,14 +18,21 @@ type sampler struct {
 	last    symptoms.Sample
 }
 
-func (s *sampler) take(t *procsup.Tree, withFDs bool, now time.Time) (symptoms.Sample, bool) {
+// take measures the tree. withCPU reads the cgroup's cpu.stat (exact,
+// counting processes that exited) for cpu_spin; without it the CPU rate
+// comes from the processes' own counters, which the sample reads anyway
+// (cpu.stat makes the kernel flush its statistics: costly a thousand times
+// a second).
+func (s *sampler) take(t *procsup.Tree, withFDs, withCPU bool, now time.Time) (symptoms.Sample, bool) {
 	u, err := t.Usage(withFDs)
 	if err != nil {
 		return symptoms.Sample{}, false
 	}
 	cpu := time.Duration(u.CPUTicks) * time.Second / procfs.ClockTicks
-	if user, sys, ok := t.CPUTime(); ok {
-		cpu = user + sys // exact, and it includes processes that exited
+	if withCPU {
+		if user, sys, ok := t.CPUTime(); ok {
+			cpu = user + sys
+		}
 	}
 	rss := u.RSSBytes
 	if cur, ok := t.MemoryCurrent(); ok {
