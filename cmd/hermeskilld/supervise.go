@@ -398,11 +398,39 @@ func supervisorSocketDir(id string) (string, error) {
 	if err := prepareBase(base); err != nil {
 		return "", fmt.Errorf("socket directory %s: %w", base, err)
 	}
+	removeStaleSocketDirs(base)
 	dir := filepath.Join(base, fmt.Sprintf("%s.%d", id, os.Getpid()))
 	if n := len(filepath.Join(dir, supervisor.SocketName)); n > 107 {
 		return "", fmt.Errorf("socket path %s is %d bytes, over the 107 that fit in sun_path; set XDG_RUNTIME_DIR to a shorter directory or use a shorter --id", dir, n)
 	}
 	return dir, nil
+}
+
+// removeStaleSocketDirs removes the socket directories ("ID.PID") that a
+// supervise killed with SIGKILL left behind: the pid is gone, and the
+// directory holds nothing but its socket.
+func removeStaleSocketDirs(base string) {
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		i := strings.LastIndexByte(e.Name(), '.')
+		pid, err := strconv.Atoi(e.Name()[i+1:])
+		if !e.IsDir() || i < 0 || err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			continue // alive (or a new process with that pid: leave it)
+		}
+		dir := filepath.Join(base, e.Name())
+		inside, err := os.ReadDir(dir)
+		if err != nil || len(inside) > 1 || (len(inside) == 1 && inside[0].Name() != supervisor.SocketName) {
+			continue
+		}
+		os.Remove(filepath.Join(dir, supervisor.SocketName))
+		os.Remove(dir)
+	}
 }
 
 // prepareBase makes the per-user base directory private to us.

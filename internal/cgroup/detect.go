@@ -156,6 +156,7 @@ func Detect(opts Options) (*Manager, error) {
 		owners:       append([]string{ownerName}, opts.OwnerComm...),
 		pid:          os.Getpid(),
 		start:        selfStart(cmp.Or(opts.ProcRoot, "/proc")),
+		pidns:        selfPIDNS(cmp.Or(opts.ProcRoot, "/proc")),
 		fallbackKill: opts.fallbackKill,
 		removeWait:   defaultRemoveWait,
 	}
@@ -248,4 +249,19 @@ func selfStart(procRoot string) uint64 {
 		return 0
 	}
 	return start
+}
+
+// selfPIDNS is the inode of our PID namespace (/proc/self/ns/pid reads
+// "pid:[4026531836]"; namespaces(7)), 0 when unreadable.
+func selfPIDNS(procRoot string) uint64 {
+	link, err := os.Readlink(filepath.Join(procRoot, strconv.Itoa(os.Getpid()), "ns", "pid"))
+	if err != nil {
+		return 0
+	}
+	link = strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
+	ino, err := strconv.ParseUint(link, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return ino
 }

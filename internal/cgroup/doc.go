@@ -56,14 +56,18 @@
 //
 // # Names
 //
-// An agent's cgroup is named "<sanitised-id>.<owner-pid>-<owner-start>.<n>":
-// the pid and start time (proc(5) stat field 22) of the hermeskilld process
-// that created it — together they identify that process exactly, whatever
-// its binary is called and even after its pid is reused — and n a
-// per-process counter. A hermeskilld that died (SIGKILL, OOM, power loss in
-// a container that kept its cgroups) leaves cgroups whose owner no longer
-// exists; CleanupStale finds them by name, kills what runs in them and
-// removes them. Names of older versions ("<id>.<pid>.<n>") are judged by the
-// owner's process name instead. A name that follows neither pattern is not
-// ours and is left alone.
+// An agent's cgroup is named "<sanitised-id>.<pid>-<start>-<pidns>.<n>":
+// the pid, start time (proc(5) stat field 22) and PID namespace (the inode
+// of /proc/self/ns/pid) of the hermeskilld process that created it, and n a
+// per-process counter. Pid and start time identify that process exactly,
+// whatever its binary is called and even after its pid is reused; the
+// namespace says where that pid means something — a hermeskilld in a
+// container that shares the host's cgroup tree cannot look up the host's
+// pids, nor the host the container's. A hermeskilld that died (SIGKILL,
+// OOM, power loss in a container that kept its cgroups) leaves cgroups
+// whose owner no longer exists; CleanupStale finds them by name, kills what
+// runs in them and removes them — only for owners of its own PID
+// namespace. Names of older versions ("<id>.<pid>.<n>") are judged by the
+// owner's process name instead. A name that follows neither pattern is
+// not ours and is left alone.
 package cgroup

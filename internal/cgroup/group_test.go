@@ -25,8 +25,10 @@ func TestCreateNames(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = g1.Remove(); _ = g2.Remove() })
 
-	re := regexp.MustCompile(`^research_bot____x\.` + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(m.start, 10) + `\.(\d+)$`)
+	re := regexp.MustCompile(`^research_bot____x\.` + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(m.start, 10) +
+		"-" + strconv.FormatUint(m.pidns, 10) + `\.(\d+)$`)
 	require.NotZero(t, m.start, "our start time is part of the names")
+	require.NotZero(t, m.pidns, "and our PID namespace")
 	for _, g := range []*Group{g1, g2} {
 		assert.Equal(t, m.Base(), filepath.Dir(g.Path()))
 		assert.Regexp(t, re, filepath.Base(g.Path()))
@@ -37,7 +39,7 @@ func TestCreateNames(t *testing.T) {
 
 	// A name already taken (a stale group of an earlier process with our
 	// pid) is skipped.
-	taken := filepath.Join(m.Base(), groupName("dup", os.Getpid(), m.start, m.next.Load()+1))
+	taken := filepath.Join(m.Base(), groupName("dup", os.Getpid(), m.start, m.pidns, m.next.Load()+1))
 	require.NoError(t, os.Mkdir(taken, 0o755))
 	g3, err := m.Create("dup")
 	require.NoError(t, err)

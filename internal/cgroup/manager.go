@@ -27,6 +27,7 @@ type Manager struct {
 	owners      []string
 	pid         int
 	start       uint64 // our start time: with pid, the owner's identity in group names
+	pidns       uint64 // our PID namespace: pids mean something only inside it
 	controllers []string
 	warnings    []error
 
@@ -66,13 +67,13 @@ func (m *Manager) Describe() string {
 const maxCreateTries = 16
 
 // Create makes the cgroup of one agent run, named
-// "<sanitised-id>.<our pid>-<our start time>.<n>", and opens it for CLONE_INTO_CGROUP.
+// "<sanitised-id>.<our pid>-<our start time>-<our PID namespace>.<n>", and opens it for CLONE_INTO_CGROUP.
 // The caller spawns the agent with
 // SysProcAttr{UseCgroupFD: true, CgroupFD: g.FD()} and calls Remove when
 // the run is over.
 func (m *Manager) Create(agentID string) (*Group, error) {
 	for range maxCreateTries {
-		dir := filepath.Join(m.base, groupName(agentID, m.pid, m.start, m.next.Add(1)))
+		dir := filepath.Join(m.base, groupName(agentID, m.pid, m.start, m.pidns, m.next.Add(1)))
 		err := os.Mkdir(dir, 0o755)
 		if errors.Is(err, fs.ErrExist) {
 			continue

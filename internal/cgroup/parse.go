@@ -204,36 +204,59 @@ func sanitizeID(id string) string {
 }
 
 // groupName is the directory name of an agent cgroup.
-func groupName(id string, owner int, start uint64, n uint64) string {
-	return sanitizeID(id) + "." + strconv.Itoa(owner) + "-" + strconv.FormatUint(start, 10) + "." + strconv.FormatUint(n, 10)
+func groupName(id string, owner int, start, pidns uint64, n uint64) string {
+	who := strconv.Itoa(owner) + "-" + strconv.FormatUint(start, 10)
+	if pidns != 0 {
+		who += "-" + strconv.FormatUint(pidns, 10)
+	}
+	return sanitizeID(id) + "." + who + "." + strconv.FormatUint(n, 10)
 }
 
-// parseGroupName returns the owner of a name made by groupName: its pid
-// and start time (0 for the older "<id>.<pid>.<n>" names, which carry no
-// start time), or false when the name is not one of ours.
-func parseGroupName(name string) (owner int, start uint64, ok bool) {
+// groupOwner is who made a group: its pid, start time and PID namespace
+// (the inode of /proc/PID/ns/pid), 0 when the name does not say.
+type groupOwner struct {
+	pid          int
+	start, pidns uint64
+}
+
+// parseGroupName returns the owner of a name made by groupName, or false
+// when the name is not one of ours. Older names carry less:
+// "<id>.<pid>.<n>" no start time, "<id>.<pid>-<start>.<n>" no namespace.
+func parseGroupName(name string) (groupOwner, bool) {
+	var o groupOwner
 	rest, n, ok := cutLast(name, '.')
 	if !ok || !allDigits(n) {
-		return 0, 0, false
+		return o, false
 	}
 	id, who, ok := cutLast(rest, '.')
 	if !ok || id == "" || sanitizeID(id) != id {
-		return 0, 0, false
+		return o, false
 	}
-	pid, startText, hasStart := strings.Cut(who, "-")
-	if !allDigits(pid) || (hasStart && !allDigits(startText)) {
-		return 0, 0, false
+	fields := strings.Split(who, "-")
+	if len(fields) > 3 {
+		return o, false
 	}
-	owner, err := strconv.Atoi(pid)
-	if err != nil || owner <= 0 {
-		return 0, 0, false
-	}
-	if hasStart {
-		if start, err = strconv.ParseUint(startText, 10, 64); err != nil {
-			return 0, 0, false
+	for _, f := range fields {
+		if !allDigits(f) {
+			return o, false
 		}
 	}
-	return owner, start, true
+	pid, err := strconv.Atoi(fields[0])
+	if err != nil || pid <= 0 {
+		return o, false
+	}
+	o.pid = pid
+	if len(fields) > 1 {
+		if o.start, err = strconv.ParseUint(fields[1], 10, 64); err != nil {
+			return o, false
+		}
+	}
+	if len(fields) > 2 {
+		if o.pidns, err = strconv.ParseUint(fields[2], 10, 64); err != nil {
+			return o, false
+		}
+	}
+	return o, true
 }
 
 // parseStatStart returns the start time (field 22, in clock ticks since

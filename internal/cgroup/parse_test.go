@@ -205,23 +205,24 @@ func TestGroupNames(t *testing.T) {
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, sanitizeID(tt.id), "%q", tt.id)
-		name := groupName(tt.id, 4242, 99, 7)
-		assert.Equal(t, tt.want+".4242-99.7", name)
-		owner, start, ok := parseGroupName(name)
+		name := groupName(tt.id, 4242, 99, 4026531836, 7)
+		assert.Equal(t, tt.want+".4242-99-4026531836.7", name)
+		o, ok := parseGroupName(name)
 		assert.True(t, ok, name)
-		assert.Equal(t, 4242, owner)
-		assert.Equal(t, uint64(99), start)
+		assert.Equal(t, groupOwner{pid: 4242, start: 99, pidns: 4026531836}, o)
 	}
-	// Names of older versions carry no start time.
-	owner, start, ok := parseGroupName("bot.4242.7")
+	// Names of older versions carry less.
+	o, ok := parseGroupName("bot.4242.7")
 	assert.True(t, ok)
-	assert.Equal(t, 4242, owner)
-	assert.Zero(t, start)
+	assert.Equal(t, groupOwner{pid: 4242}, o)
+	o, ok = parseGroupName("bot.4242-99.7")
+	assert.True(t, ok)
+	assert.Equal(t, groupOwner{pid: 4242, start: 99}, o)
 	for _, name := range []string{
 		"supervisor", "hermeskill-test-123", "a.1", "a.x.1", "a.1.x", ".1.2", "a b.1.2", "a.0.1", "cgroup.procs",
-		"a.1-.2", "a.1-x.2", "a.-5.2",
+		"a.1-.2", "a.1-x.2", "a.-5.2", "a.1-2-3-4.5",
 	} {
-		_, _, ok := parseGroupName(name)
+		_, ok := parseGroupName(name)
 		assert.False(t, ok, name)
 	}
 }

@@ -19,7 +19,7 @@ const staleWait = 5 * time.Second
 // is killed (Kill), waited for (bounded), and the cgroup removed. It
 // returns the directories removed; failures on some groups are joined in
 // the error while the others are still cleaned. Directories whose name is
-// not "<id>.<pid>-<start>.<n>" (or the older "<id>.<pid>.<n>") are not ours and are left alone, as is
+// not "<id>.<pid>-<start>-<pidns>.<n>" (or an older form) are not ours and are left alone, as is
 // base/supervisor.
 func (m *Manager) CleanupStale() ([]string, error) {
 	entries, err := os.ReadDir(m.base)
@@ -32,8 +32,8 @@ func (m *Manager) CleanupStale() ([]string, error) {
 		if !e.IsDir() {
 			continue
 		}
-		owner, start, ok := parseGroupName(e.Name())
-		if !ok || m.ownerAlive(owner, start) {
+		owner, ok := parseGroupName(e.Name())
+		if !ok || m.ownerAlive(owner) {
 			continue
 		}
 		dir := filepath.Join(m.base, e.Name())
@@ -67,11 +67,18 @@ func (m *Manager) reap(dir string) error {
 // ownerAlive reports whether the owner of a group is alive. A name with
 // the owner's start time identifies it exactly: the pid must exist with
 // that start time (whatever the binary is called: a renamed binary, a test
-// binary). An older name without it falls back to the name: a live
-// hermeskilld (or one of Options.OwnerComm), from proc(5) /proc/PID/comm
-// or the base name of /proc/PID/exe. This process always is alive. A
-// zombie is not: it runs nothing and will not clean up.
-func (m *Manager) ownerAlive(pid int, start uint64) bool {
+// binary). A name from another PID namespace (a hermeskilld in a
+// container sharing the host's cgroup tree, or the host's, seen from the
+// container) names a pid we cannot look up: it is never ours to judge, so
+// its owner counts as alive. An older name without a start time falls back
+// to the name: a live hermeskilld (or one of Options.OwnerComm), from
+// proc(5) /proc/PID/comm or the base name of /proc/PID/exe. This process
+// always is alive. A zombie is not: it runs nothing and will not clean up.
+func (m *Manager) ownerAlive(o groupOwner) bool {
+	pid, start := o.pid, o.start
+	if o.pidns != 0 && m.pidns != 0 && o.pidns != m.pidns {
+		return true
+	}
 	if pid == m.pid && (start == 0 || start == m.start) {
 		return true
 	}

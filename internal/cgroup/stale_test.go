@@ -37,8 +37,10 @@ func TestCleanupStale(t *testing.T) {
 	start1, err := parseStatStart(stat1)
 	require.NoError(t, err)
 	init := filepath.Join(m.Base(), "init.1-"+strconv.FormatUint(start1, 10)+".1")
+	// A dead pid of another PID namespace: not ours to judge.
+	foreign := filepath.Join(m.Base(), "foreign."+strconv.Itoa(dead)+"-1-"+strconv.FormatUint(m.pidns+1, 10)+".1")
 	other := filepath.Join(m.Base(), "other-tool")
-	for _, dir := range []string{ghost, alien, ours, other, reused, init} {
+	for _, dir := range []string{ghost, alien, ours, other, reused, init, foreign} {
 		require.NoError(t, os.Mkdir(dir, 0o755))
 	}
 	mkdirGroup(t, ghost, "nested")
@@ -58,6 +60,8 @@ func TestCleanupStale(t *testing.T) {
 	assert.ElementsMatch(t, []string{ghost, alien, reused}, removed)
 	assert.DirExists(t, init, "the owner's pid and start time match: alive, whatever its name")
 	require.NoError(t, os.Remove(init))
+	assert.DirExists(t, foreign, "another PID namespace's group is left alone")
+	require.NoError(t, os.Remove(foreign))
 	assert.NoDirExists(t, ghost)
 	assert.NoDirExists(t, alien)
 	assert.DirExists(t, ours, "owned by a live hermeskilld (this test)")
@@ -74,9 +78,11 @@ func TestOwnerAlive(t *testing.T) {
 	t.Parallel()
 	m := &Manager{procRoot: "/proc", owners: []string{ownerName, "a-very-long-binary-name"}, pid: -1}
 	m.owners = append(m.owners, testComm)
-	assert.True(t, m.ownerAlive(os.Getpid(), 0), "comm %q", testComm)
-	assert.False(t, m.ownerAlive(1<<30, 0))
-	assert.False(t, m.ownerAlive(1, 1), "pid 1 did not start at tick 1")
+	assert.True(t, m.ownerAlive(groupOwner{pid: os.Getpid()}), "comm %q", testComm)
+	assert.False(t, m.ownerAlive(groupOwner{pid: 1 << 30}))
+	assert.False(t, m.ownerAlive(groupOwner{pid: 1, start: 1}), "pid 1 did not start at tick 1")
+	m.pidns = 7
+	assert.True(t, m.ownerAlive(groupOwner{pid: 1 << 30, start: 1, pidns: 8}), "another namespace's pid")
 
 	// comm is cut at 15 bytes.
 	assert.True(t, m.isOwner("a-very-long-bin", true))

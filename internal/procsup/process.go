@@ -3,6 +3,7 @@ package procsup
 import (
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"syscall"
@@ -54,7 +55,7 @@ func (e ExitStatus) ShellCode() int {
 
 func (e ExitStatus) String() string {
 	if e.Signaled {
-		s := fmt.Sprintf("killed by %v", e.Signal)
+		s := "killed by " + unix.SignalName(e.Signal)
 		if e.CoreDumped {
 			s += " (core dumped)"
 		}

@@ -32,7 +32,7 @@ func TestSignalDeathIs128PlusN(t *testing.T) {
 	require.True(t, st.Signaled)
 	require.Equal(t, syscall.SIGKILL, st.Signal)
 	require.Equal(t, 137, st.ShellCode())
-	require.Equal(t, "killed by killed", st.String())
+	require.Equal(t, "killed by SIGKILL", st.String())
 	// Signalling a reaped process through its pidfd is not an error.
 	require.NoError(t, c.P.Signal(syscall.SIGTERM))
 }
@@ -150,5 +150,5 @@ func TestPollWaitRuntime(t *testing.T) {
 	out, err := io.ReadAll(r)
 	require.NoError(t, err)
 	require.Equal(t, 0, p.Status().Code)
-	require.Equal(t, "exited with code 7\nkilled by killed 137\n", string(out))
+	require.Equal(t, "exited with code 7\nkilled by SIGKILL 137\n", string(out))
 }
