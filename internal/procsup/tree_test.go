@@ -153,8 +153,9 @@ func TestSnapshotFreezeTimeoutThaws(t *testing.T) {
 	c := testchild.Start(t, rt, "exit-on-term", spec)
 	tree := procsup.NewTree(rt, c.P, procsup.TreeOptions{Cgroup: g, Exclusive: true})
 	tree.SetFreezeWait(time.Nanosecond)
-	procs, froze := tree.Snapshot(128, true)
-	require.False(t, froze, "a 1ns freeze cannot complete")
+	// The 1ns bound has usually passed before the kernel reports the
+	// tree frozen (and when it has not, the thaw is the same).
+	procs, _ := tree.Snapshot(128, true)
 	require.NotEmpty(t, procs)
 	events, err := os.ReadFile(filepath.Join(g.Path(), "cgroup.freeze"))
 	require.NoError(t, err)
