@@ -52,7 +52,8 @@ func BenchmarkIngest(b *testing.B) {
 	var got uint64
 	for {
 		select {
-		case <-s.C():
+		case r := <-s.C():
+			heartbeat.Free(r)
 			got++
 			if got < uint64(b.N) {
 				continue
@@ -72,5 +73,6 @@ func BenchmarkIngest(b *testing.B) {
 		b.Fatalf("unexpected drops: %+v", st)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "dgrams/s")
+	b.ReportMetric(float64(st.Accepted)/b.Elapsed().Seconds(), "delivered/s")
 	b.ReportMetric(float64(st.Overflow)/float64(b.N), "overflow/op")
 }

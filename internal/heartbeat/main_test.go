@@ -154,7 +154,7 @@ func recv(tb testing.TB, s *heartbeat.Socket) heartbeat.Received {
 	select {
 	case r, ok := <-s.C():
 		require.True(tb, ok, "C() closed")
-		return r
+		return *r
 	case <-time.After(wait):
 		tb.Fatalf("no message delivered within %v; stats %+v", wait, s.Stats())
 		return heartbeat.Received{}
@@ -188,7 +188,15 @@ func requireNextIs(tb testing.TB, s *heartbeat.Socket, snd *sender) {
 }
 
 // has is Received.Msg.Has for a value that is not addressable.
-func has(r heartbeat.Received, f heartbeat.Field) bool { return r.Msg.Has(f) }
+func has[R heartbeat.Received | *heartbeat.Received](r R, f heartbeat.Field) bool {
+	switch v := any(r).(type) {
+	case *heartbeat.Received:
+		return v.Msg.Has(f)
+	case heartbeat.Received:
+		return v.Msg.Has(f)
+	}
+	return false
+}
 
 // helperProc is a running helper process.
 type helperProc struct {

@@ -27,12 +27,19 @@ const maxPath = 107
 // queueLen is how many authenticated messages may wait for the consumer
 // before new ones are dropped; the reader never blocks on the consumer, so
 // the kernel queue (net.unix.max_dgram_qlen, often only 10) keeps draining.
-//
-// Each queued message is ~250 bytes and there is one queue per agent: 64
-// absorbs the bursts of a healthy agent (the consumer only applies each
-// message to the symptom engine), and a thousand agents × 1024 was a
-// quarter of a gigabyte; the drops past it are counted.
-const queueLen = 64
+// The queue holds pointers to pooled messages: deep enough for bursts,
+// 8 KiB per idle agent (a thousand agents share the pool).
+const queueLen = 1024
+
+// pool recycles Received values between the reader and the consumer.
+var pool = sync.Pool{New: func() any { return new(Received) }}
+
+// Free returns r to the pool once the consumer is done with it; r must
+// not be used afterwards. Not calling it is correct, only slower.
+func Free(r *Received) {
+	*r = Received{}
+	pool.Put(r)
+}
 
 // Received is one authenticated message.
 type Received struct {
@@ -68,7 +75,7 @@ type Socket struct {
 	uid   int
 	auth  *authCache
 	rate  rateLimiter
-	out   chan Received
+	out   chan *Received
 	stats Stats
 
 	clientsMu sync.Mutex
@@ -132,7 +139,7 @@ func Listen(cfg Config) (*Socket, error) {
 		uid:     uid,
 		auth:    newAuthCache(cfg.Auth),
 		rate:    newRateLimiter(cfg.Rate),
-		out:     make(chan Received, queueLen),
+		out:     make(chan *Received, queueLen),
 		clients: make(map[string]struct{}),
 		done:    make(chan struct{}),
 	}
@@ -205,8 +212,8 @@ func removeStale(path string) error {
 // Path is the socket's filesystem path.
 func (s *Socket) Path() string { return s.path }
 
-// C delivers authenticated messages in arrival order.
-func (s *Socket) C() <-chan Received { return s.out }
+// C delivers authenticated messages in arrival order (see Free).
+func (s *Socket) C() <-chan *Received { return s.out }
 
 // Stats returns a snapshot of the counters.
 func (s *Socket) Stats() StatsSnapshot { return s.stats.snapshot() }
@@ -257,9 +264,10 @@ func (s *Socket) read() {
 			drop.Add(1)
 			continue
 		}
-		var r Received
+		r := pool.Get().(*Received)
 		if err := Parse(buf[:n], &r.Msg); err != nil {
 			s.stats.malformed.Add(1)
+			Free(r)
 			continue
 		}
 		s.stats.badFields.Add(uint64(r.Msg.BadFields))
@@ -273,6 +281,7 @@ func (s *Socket) read() {
 			s.stats.accepted.Add(1)
 		default:
 			s.stats.overflow.Add(1)
+			Free(r)
 		}
 	}
 }

@@ -39,7 +39,7 @@ func (r *Run) loop() {
 				msgs = nil
 				continue
 			}
-			r.observe(&m)
+			r.observe(m)
 		case <-timer.C:
 			// A heartbeat read before the deadline may still be queued:
 			// apply what is queued (each at its own receive time) first,
@@ -80,18 +80,19 @@ func (r *Run) observe(m *heartbeat.Received) {
 		r.dumpPID = m.PID // last words go to whoever announced them
 	}
 	r.handle(r.engine.Observe(&m.Msg, m.At))
+	heartbeat.Free(m)
 }
 
 // drain applies every message already queued, without waiting; it
 // returns nil once the socket's channel is closed.
-func (r *Run) drain(msgs <-chan heartbeat.Received) <-chan heartbeat.Received {
+func (r *Run) drain(msgs <-chan *heartbeat.Received) <-chan *heartbeat.Received {
 	for msgs != nil {
 		select {
 		case m, ok := <-msgs:
 			if !ok {
 				return nil
 			}
-			r.observe(&m)
+			r.observe(m)
 		default:
 			return msgs
 		}
