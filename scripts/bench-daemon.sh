@@ -3,6 +3,8 @@
 # agents heartbeating at 1 Hz (examples/agents/tinyagent), and the time to
 # start N agents (agent files written -> all running with a heartbeat).
 # Run from the repository root: N=1000 scripts/bench-daemon.sh
+# CHECKS=", memory: {kill: 1GiB}" adds checks to every agent (a kernel
+# check makes the daemon sample each agent's tree every second).
 set -euo pipefail
 N=${N:-1000}
 SAMPLE=${SAMPLE:-30}
@@ -29,7 +31,7 @@ d, n = sys.argv[1], int(sys.argv[2])
 for i in range(1, n + 1):
     tmp = "%s/agents/.a%d.tmp" % (d, i)
     with open(tmp, "w") as f:
-        f.write("id: a%d\ncommand: [%s/tinyagent]\nchecks: {heartbeat_timeout: 10s}\n" % (i, d))
+        f.write("id: a%d\ncommand: [%s/tinyagent]\nchecks: {heartbeat_timeout: 10s%s}\n" % (i, d, os.environ.get("CHECKS", "")))
     os.rename(tmp, "%s/agents/a%d.yaml" % (d, i))
 PY
 echo "== $N agent files written in $(( ($(date +%s%N) - t0) / 1000000 )) ms"

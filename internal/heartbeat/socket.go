@@ -28,8 +28,8 @@ const maxPath = 107
 // before new ones are dropped; the reader never blocks on the consumer, so
 // the kernel queue (net.unix.max_dgram_qlen, often only 10) keeps draining.
 // The queue holds pointers to pooled messages: deep enough for bursts,
-// 8 KiB per idle agent (a thousand agents share the pool).
-const queueLen = 1024
+// 2 KiB per idle agent (a thousand agents share the pool).
+const queueLen = 256
 
 // pool recycles Received values between the reader and the consumer.
 var pool = sync.Pool{New: func() any { return new(Received) }}

@@ -8,6 +8,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// statBufSize holds any stat file: 52 numbers of at most 20 digits and a
+// comm of at most 64 bytes. A Sampler lives as long as its agent, and a
+// daemon has a thousand: its buffer is sized for stat alone.
+const statBufSize = 1536
+
 // DefaultSamplerFiles is how many stat files a Sampler keeps open unless
 // told otherwise: a few agents' trees, well below any RLIMIT_NOFILE.
 const DefaultSamplerFiles = 256
@@ -51,7 +56,7 @@ func (fs FS) NewSampler(maxFiles int) *Sampler {
 		maxFiles: maxFiles,
 		procfs:   fs.isProcfs(),
 		files:    make(map[int]*heldStat),
-		buf:      make([]byte, bufSize),
+		buf:      make([]byte, statBufSize),
 	}
 }
 

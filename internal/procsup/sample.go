@@ -45,7 +45,7 @@ func (s *sampling) read(f **os.File, path string) ([]byte, error) {
 		*f = h
 	}
 	if s.buf == nil {
-		s.buf = make([]byte, 4<<10)
+		s.buf = make([]byte, 1<<10) // grows when a tree needs it
 	}
 	n, err := (*f).ReadAt(s.buf, 0)
 	if n == len(s.buf) {

@@ -80,7 +80,7 @@ func (s *stream) start() {
 		defer close(s.done)
 		defer s.read.Close()
 		w := &sinkWriter{w: s.sink}
-		buf := make([]byte, 4<<10) // per stream, per agent: keep it small
+		buf := make([]byte, 2<<10) // per stream, per agent: keep it small
 		for {
 			n, err := s.read.Read(buf)
 			if n > 0 {
