@@ -72,7 +72,22 @@ const autopsyFreeze = 100 * time.Millisecond
 // SIGKILL). froze reports whether freezing worked; freeze=false never
 // freezes (shadow mode must not touch the agent).
 func (t *Tree) Snapshot(cmdlineMax int, freeze bool) (procs []procfs.Proc, froze bool) {
+	// A frozen process reads as sleeping: its state is taken before the
+	// freeze, so the autopsy shows what was running (R), blocked (D) or
+	// stopped (T) when the decision fell.
+	type seen struct {
+		state byte
+		start uint64
+	}
+	before := map[int]seen{}
 	if t.cg != nil && freeze {
+		if pids, err := t.cg.PIDs(); err == nil {
+			for _, pid := range pids {
+				if st, err := t.fs.Stat(pid); err == nil {
+					before[pid] = seen{st.State, st.StartTimeTicks}
+				}
+			}
+		}
 		wait := t.freezeWait
 		if wait <= 0 {
 			wait = autopsyFreeze
@@ -91,6 +106,9 @@ func (t *Tree) Snapshot(cmdlineMax int, freeze bool) (procs []procfs.Proc, froze
 	pids := t.allPIDs()
 	for _, pid := range pids {
 		if p, err := t.fs.Proc(pid, cmdlineMax); err == nil {
+			if b, ok := before[pid]; ok && b.start == p.StartTimeTicks {
+				p.State = string(b.state)
+			}
 			procs = append(procs, p)
 		}
 	}
