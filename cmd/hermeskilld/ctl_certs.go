@@ -306,7 +306,7 @@ signed by another key, altered, or unreadable.`,
 							check(e.Path, nil, e.Err)
 							continue
 						}
-						data, err := readCertFile(e.Path)
+						data, err := certs.ReadFile(e.Path)
 						check(e.Path, data, err)
 					}
 					continue
@@ -371,7 +371,7 @@ directory. ` + "`hermeskilld calibrate`" + ` turns the labels into precision per
 // file, the directory, or the daemon.
 func (f *certsFlags) summary(ctx context.Context, ref string) (control.CertSummary, error) {
 	if isPathRef(ref) {
-		data, err := readCertFile(ref)
+		data, err := certs.ReadFile(ref)
 		if err != nil {
 			return control.CertSummary{}, &exitError{code: exitFailure, err: err}
 		}
@@ -404,7 +404,7 @@ func (f *certsFlags) summary(ctx context.Context, ref string) (control.CertSumma
 // by ref, or the certificate with that id in the directory or the daemon.
 func (f *certsFlags) load(ctx context.Context, ref string) (name string, data []byte, err error) {
 	if isPathRef(ref) {
-		data, err := readCertFile(ref)
+		data, err := certs.ReadFile(ref)
 		return ref, data, err
 	}
 	src, err := f.source(ctx)
@@ -434,7 +434,7 @@ func (f *certsFlags) load(ctx context.Context, ref string) (name string, data []
 	if err != nil {
 		return ref, nil, err
 	}
-	data, err = readCertFile(paths[i])
+	data, err = certs.ReadFile(paths[i])
 	return paths[i], data, err
 }
 
@@ -477,29 +477,6 @@ func isPathRef(ref string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// readCertFile reads at most certs.MaxSize bytes of a regular file.
-func readCertFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, certs.MaxSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > certs.MaxSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, certs.MaxSize)
-	}
-	return data, nil
-}
 
 // parseCert parses a certificate file's bytes.
 func parseCert(data []byte) (*certs.Certificate, error) {

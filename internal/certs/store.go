@@ -107,6 +107,10 @@ func mkdirAll(dir string) error {
 	return nil
 }
 
+// ReadFile returns the bytes of a certificate file as stored, whatever
+// they hold: at most MaxSize bytes of a regular file.
+func ReadFile(path string) ([]byte, error) { return readLimited(path, MaxSize) }
+
 // Read reads the certificate file at path and returns it with the file's
 // bytes (for Verify). Unknown fields are ignored; a file that is not a
 // certificate gives ErrMalformed, one of another schema ErrSchema, one larger
