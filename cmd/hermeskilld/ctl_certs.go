@@ -477,7 +477,6 @@ func isPathRef(ref string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-
 // parseCert parses a certificate file's bytes.
 func parseCert(data []byte) (*certs.Certificate, error) {
 	c := new(certs.Certificate)

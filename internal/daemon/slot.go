@@ -2,9 +2,9 @@ package daemon
 
 import (
 	"context"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"path/filepath"
 	"slices"
