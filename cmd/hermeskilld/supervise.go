@@ -162,7 +162,7 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	}
 	opts := supervisor.Options{
 		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, SocketDir: sockDir,
-		CertsDir: certsDir, Log: log, OnEvent: rec.Event,
+		CertsDir: certsDir, Log: log, OnEvent: rec.Event, HeartbeatRate: config.DefaultHeartbeatRate,
 	}
 	if f.signingKey != "" {
 		if opts.Signer, err = certs.LoadSigner(f.signingKey); err != nil {

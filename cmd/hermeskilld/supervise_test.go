@@ -264,3 +264,36 @@ func TestVersionAndHelp(t *testing.T) {
 		require.Contains(t, r.stdout, flag)
 	}
 }
+
+// A flood of datagrams is dropped and counted past the rate limit and
+// never delays the heartbeat deadline.
+func TestSuperviseFloodDoesNotDelayDeadline(t *testing.T) {
+	dir := t.TempDir()
+	r := hk(t, "supervise", "--heartbeat-timeout", "1s", "--coop-grace", "100ms", "--term-grace", "100ms",
+		"--certs-dir", dir, "--", python(t), agent(t, dir, `
+import os, socket, threading
+a = os.environ["HERMESKILL_SOCKET"]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendto(b"READY=1", a)
+def flood():
+    f = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    while True:
+        try:
+            f.sendto(b"STATUS=flooding", a)
+        except OSError:
+            pass
+for _ in range(2):
+    threading.Thread(target=flood, daemon=True).start()
+threading.Event().wait()
+`))
+	require.NotEqual(t, 0, r.code)
+	c := cert(t, dir)
+	require.Equal(t, "heartbeat_timeout", c["trigger_check"])
+	trig, err := time.Parse(time.RFC3339Nano, c["triggered_at"].(string))
+	require.NoError(t, err)
+	last, err := time.Parse(time.RFC3339Nano, c["final_state"].(map[string]any)["last_heartbeat_at"].(string))
+	require.NoError(t, err)
+	late := trig.Sub(last) - time.Second
+	require.GreaterOrEqual(t, late, time.Duration(0))
+	require.Less(t, late, 500*time.Millisecond, "the flood delayed the deadline by %s", late)
+}

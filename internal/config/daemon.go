@@ -77,6 +77,10 @@ type LogOpts struct {
 	Keep     int   // keep: rotated files kept (default 3)
 }
 
+// DefaultHeartbeatRate is the datagrams per second one agent may send
+// before the rest are dropped (heartbeat_rate; supervise uses it too).
+const DefaultHeartbeatRate = 1000
+
 // DefaultDaemon returns the daemon configuration with every default.
 func DefaultDaemon() *Daemon {
 	return &Daemon{
@@ -88,7 +92,7 @@ func DefaultDaemon() *Daemon {
 		Containment:   ContainmentAuto,
 		Audit:         AuditOpts{MaxBytes: 64 << 20, Keep: 5},
 		Logs:          LogOpts{MaxBytes: 10 << 20, Keep: 3},
-		HeartbeatRate: 1000,
+		HeartbeatRate: DefaultHeartbeatRate,
 	}
 }
 

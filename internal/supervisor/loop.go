@@ -85,8 +85,11 @@ func (r *Run) observe(m *heartbeat.Received) {
 
 // drain applies every message already queued, without waiting; it
 // returns nil once the socket's channel is closed.
+//
+// It takes only what was queued when it began: under a flood it would
+// otherwise never return, and the deadline it runs for would wait.
 func (r *Run) drain(msgs <-chan *heartbeat.Received) <-chan *heartbeat.Received {
-	for msgs != nil {
+	for n := len(msgs); msgs != nil && n > 0; n-- {
 		select {
 		case m, ok := <-msgs:
 			if !ok {
@@ -97,7 +100,7 @@ func (r *Run) drain(msgs <-chan *heartbeat.Received) <-chan *heartbeat.Received 
 			return msgs
 		}
 	}
-	return nil
+	return msgs
 }
 
 // idleSampling is how much less often the tree is measured when no kernel
