@@ -461,3 +461,23 @@ func TestSystemdUnitVerifies(t *testing.T) {
 		t.Errorf("systemd-analyze verify: %s", line)
 	}
 }
+
+// SIGHUP reloads the daemon file (its defaults apply to every agent at
+// once) and every agent file.
+func TestDaemonSIGHUPReload(t *testing.T) {
+	m := marker(t)
+	t.Cleanup(func() { requireNoSurvivors(t, m) }) // runs after the daemon stopped
+	d := startDaemon(t, "")
+	d.writeAgent("hup", sleeper(t, "hup", m, ""))
+	pid := d.waitState("hup", control.StateRunning).PID
+
+	cfg := string(mustRead(t, d.config)) + "defaults:\n  checks: {max_runtime: 2h}\n"
+	require.NoError(t, os.WriteFile(d.config, []byte(cfg), 0o644))
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGHUP))
+	var st control.AgentStatus
+	require.Eventually(t, func() bool {
+		r := d.ctl("status", "hup", "--json")
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &st) == nil && st.Checks["max_runtime"] == "2h"
+	}, 20*time.Second, 50*time.Millisecond, "the new default never reached the agent")
+	require.Equal(t, pid, st.PID, "a reload does not restart the agent")
+}
