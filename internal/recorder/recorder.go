@@ -45,7 +45,9 @@ func (r *Recorder) Event(ev supervisor.Event) {
 	if r.Metrics != nil {
 		r.Metrics.Observe(ev)
 	}
-	if r.Outbox != nil && ev.Type == supervisor.EventCertificate && ev.Cert != nil {
+	// A certificate that could not be written goes to the control plane
+	// too: there it may be the only copy besides the log.
+	if r.Outbox != nil && (ev.Type == supervisor.EventCertificate || ev.Type == supervisor.EventCertFailed) && ev.Cert != nil {
 		if raw, err := certs.Marshal(ev.Cert); err == nil {
 			if err := r.Outbox.Enqueue(ev.Cert, raw); err != nil && r.Log != nil {
 				r.Log.Error("certificate not queued for the control plane", zap.String("cert", ev.Cert.CertID), zap.Error(err))
