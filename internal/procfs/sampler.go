@@ -64,38 +64,13 @@ func (fs FS) NewSampler(maxFiles int) *Sampler {
 // are gone, or that this sample did not ask for, are closed.
 func (s *Sampler) Usage(pids []int, withFDs bool) (Usage, error) {
 	s.gen++
-	var (
-		u    Usage
-		errs []error
-	)
-	page := int64(PageSize())
-	for _, pid := range pids {
-		st, err := s.stat(pid)
-		if errors.Is(err, ErrNoProcess) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		u.Procs++
-		u.Threads += st.NumThreads
-		u.RSSBytes += st.RSSPages * page
-		u.CPUTicks += st.CPUTicks()
-		if withFDs {
-			n, err := s.numFDs(pid)
-			if err != nil && !errors.Is(err, ErrNoProcess) {
-				errs = append(errs, err)
-			}
-			u.FDs += n
-		}
-	}
+	u, err := sumUsage(pids, withFDs, s.stat, s.numFDs)
 	for pid, h := range s.files {
 		if h.gen != s.gen {
 			s.drop(pid)
 		}
 	}
-	return u, errors.Join(errs...)
+	return u, err
 }
 
 // Close closes every held file. The Sampler must not be used afterwards.

@@ -42,13 +42,19 @@ type Usage struct {
 // The sums are of the pids as they are now: a caller that tracks a tree
 // over time should check StartTimeTicks (Stat) to notice a recycled pid.
 func (fs FS) Usage(pids []int, withFDs bool) (Usage, error) {
+	return sumUsage(pids, withFDs, func(pid int) (Stat, error) { return fs.stat(pid, false) }, fs.NumFDs)
+}
+
+// sumUsage adds up the usage of pids as stat and numFDs read them (FS
+// and Sampler differ only in how they read).
+func sumUsage(pids []int, withFDs bool, stat func(int) (Stat, error), numFDs func(int) (int, error)) (Usage, error) {
 	var (
 		u    Usage
 		errs []error
 	)
 	page := int64(PageSize())
 	for _, pid := range pids {
-		st, err := fs.stat(pid, false)
+		st, err := stat(pid)
 		if errors.Is(err, ErrNoProcess) {
 			continue
 		}
@@ -61,7 +67,7 @@ func (fs FS) Usage(pids []int, withFDs bool) (Usage, error) {
 		u.RSSBytes += st.RSSPages * page
 		u.CPUTicks += st.CPUTicks()
 		if withFDs {
-			n, err := fs.NumFDs(pid)
+			n, err := numFDs(pid)
 			if err != nil && !errors.Is(err, ErrNoProcess) {
 				errs = append(errs, err)
 			}
