@@ -84,6 +84,13 @@ type Plan struct {
 	Hurry <-chan struct{}
 	// OnStep is called after each step is recorded (audit log, events).
 	OnStep func(Step)
+	// Release, when set, lets a tree held frozen for the autopsy run
+	// again. The ladder calls it once: right after its first signal (or
+	// directive), so that signal is already pending when the tree thaws,
+	// and at the latest before its first wait. A signal sent just after a
+	// thaw can run the agent's handler without interrupting the blocking
+	// call it was thawed in (see procsup.Tree.Snapshot).
+	Release func()
 }
 
 // Step is one recorded action of the ladder.

@@ -1,14 +1,18 @@
 package escalate_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/testchild"
@@ -194,4 +198,92 @@ func TestSurvivorsOfExitedMain(t *testing.T) {
 	for _, pid := range c.PIDs {
 		require.False(t, testchild.Exists(pid))
 	}
+}
+
+// Release (the thaw of a tree held frozen for the autopsy) comes once,
+// right after the first signal of the ladder and before its first wait,
+// whichever stage that is.
+func TestReleaseAfterFirstSignal(t *testing.T) {
+	cases := []struct {
+		name  string
+		mode  string
+		setup func(p *escalate.Plan, tree *procsup.Tree)
+		after string // the step recorded just before Release
+	}{
+		{"cooperative signal", "exit-on-int", func(p *escalate.Plan, _ *procsup.Tree) {}, escalate.StepCoopSignal},
+		{"dump signal", "exit-on-int", func(p *escalate.Plan, tree *procsup.Tree) {
+			p.DumpSignal, p.DumpWait = syscall.SIGWINCH, 10*time.Millisecond
+			p.Dump = func() error { return tree.SignalMain(syscall.SIGWINCH) }
+		}, ""}, // released inside the dump step, before its wait
+		{"sigterm", "exit-on-term", func(p *escalate.Plan, _ *procsup.Tree) { p.CoopSignal = 0 }, ""},
+		{"hurried", "spin", func(p *escalate.Plan, _ *procsup.Tree) {
+			h := make(chan struct{})
+			close(h)
+			p.Hurry = h
+		}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tree, _ := start(t, tc.mode)
+			p := plan()
+			tc.setup(&p, tree)
+			var seen []string
+			releases, atRelease := 0, []string(nil)
+			p.OnStep = func(s escalate.Step) { seen = append(seen, s.Name) }
+			p.Release = func() { releases++; atRelease = append([]string(nil), seen...) }
+			res := escalate.Run(tree, p)
+			require.True(t, res.Empty)
+			require.Equal(t, 1, releases, "released exactly once")
+			if tc.after != "" {
+				require.Equal(t, []string{tc.after}, atRelease)
+			} else {
+				require.Empty(t, atRelease, "released before the first step's record (its wait)")
+			}
+		})
+	}
+}
+
+// With the tree held frozen by the autopsy, the cooperative signal is
+// already pending when the ladder releases it: the thaw then delivers it
+// in the same pass that ends the freeze, and a blocking call in the agent
+// returns EINTR instead of being restarted behind the handler's back.
+func TestCooperativeSignalPendingBeforeThaw(t *testing.T) {
+	m, err := cgroup.Detect(cgroup.Options{})
+	if errors.Is(err, cgroup.ErrUnavailable) {
+		t.Skipf("needs a writable cgroup v2 hierarchy to freeze the tree: %v", err)
+	}
+	require.NoError(t, err)
+	g, err := m.Create("ladder-thaw")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Remove() })
+	c := testchild.Start(t, rt, "exit-on-int", procsup.Spec{CgroupFD: g.FD()})
+	tree := procsup.NewTree(rt, c.P, procsup.TreeOptions{AgentID: "ladder", Cgroup: g, Exclusive: true})
+
+	_, thaw := tree.Snapshot(128, true)
+	p := plan()
+	p.CoopGrace = 10 * time.Second
+	var pending string
+	p.Release = func() {
+		pending = shdPnd(t, c.P.PID())
+		thaw()
+	}
+	res := escalate.Run(tree, p)
+	require.Equal(t, escalate.StageCooperative, res.Reached)
+	require.Equal(t, 3, c.P.Status().Code)
+	mask, err := strconv.ParseUint(pending, 16, 64)
+	require.NoError(t, err, "ShdPnd %q", pending)
+	require.NotZero(t, mask&(1<<(syscall.SIGINT-1)), "SIGINT pending at release (ShdPnd %s)", pending)
+}
+
+// shdPnd is the process-wide pending signal mask of pid (proc(5)).
+func shdPnd(t *testing.T, pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "ShdPnd:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("no ShdPnd in /proc/%d/status", pid)
+	return ""
 }

@@ -35,6 +35,18 @@ type runner struct {
 	res        Result
 	mainGone   bool
 	mainLogged bool
+	released   bool
+}
+
+// release lets a held tree run again (Plan.Release), once.
+func (r *runner) release() {
+	if r.released {
+		return
+	}
+	r.released = true
+	if r.p.Release != nil {
+		r.p.Release()
+	}
 }
 
 // record appends a step that began at began: an action (a signal sent)
@@ -85,6 +97,7 @@ func (r *runner) noteMainExit() {
 }
 
 func (r *runner) run() {
+	defer r.release()
 	if r.t.Empty() {
 		r.res.Empty = true
 		return // already exited: success, nothing to send
@@ -99,6 +112,7 @@ func (r *runner) run() {
 	if r.p.Dump != nil && !r.mainExited() && !r.hurried() {
 		at := time.Now()
 		err := r.p.Dump()
+		r.release()
 		if err == nil {
 			r.waitMain(r.p.DumpWait)
 		}
@@ -132,6 +146,7 @@ func (r *runner) cooperative() bool {
 		r.record(StepCoopSignal, at, detail("signal", sigName(r.p.CoopSignal), "error", err))
 		asked = asked || err == nil
 	}
+	r.release()
 	if !asked {
 		return false // nobody to hear a cooperative request
 	}
@@ -161,6 +176,7 @@ func (r *runner) terminate() bool {
 	r.res.Reached = StageSIGTERM
 	at := time.Now()
 	n, err := r.t.SignalTree(syscall.SIGTERM)
+	r.release()
 	// SIGCONT so that stopped processes wake up and can act on SIGTERM.
 	_, _ = r.t.SignalTree(syscall.SIGCONT)
 	r.record(StepSIGTERM, at, detail("procs", n, "error", err))
@@ -185,6 +201,7 @@ func (r *runner) kill() {
 	r.res.Reached = StageSIGKILL
 	at := time.Now()
 	n, method, err := r.t.KillTree()
+	r.release()
 	r.record(StepSIGKILL, at, detail("procs", n, "method", method, "error", err))
 	at = time.Now()
 	if r.waitEmpty(r.p.ReapTimeout) {
@@ -198,6 +215,7 @@ func (r *runner) kill() {
 // waitMain waits up to d for the main process to exit, or a hurry. It
 // reports what ended the wait.
 func (r *runner) waitMain(d time.Duration) string {
+	r.release()
 	if r.mainExited() {
 		return "main_exited"
 	}
@@ -220,6 +238,7 @@ func (r *runner) waitMain(d time.Duration) string {
 // waitEmpty waits up to d for the tree to be empty; a hurry ends it early
 // (but not the bounded wait after SIGKILL, which no hurry can shorten).
 func (r *runner) waitEmpty(d time.Duration) bool {
+	r.release()
 	if r.t.Empty() {
 		r.mainExited()
 		return true

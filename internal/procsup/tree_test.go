@@ -93,7 +93,8 @@ func TestTreeSnapshotAndKill(t *testing.T) {
 		c := testchild.Start(t, rt, "fork-tree", spec, "5")
 		require.Len(t, c.PIDs, 5)
 		tree := procsup.NewTree(rt, c.P, opts)
-		procs, _ := tree.Snapshot(128, true)
+		procs, thaw := tree.Snapshot(128, true)
+		thaw()
 		got := map[int]procfs.Proc{}
 		for _, p := range procs {
 			got[p.PID] = p
@@ -138,8 +139,9 @@ func TestTreeOutlivesMain(t *testing.T) {
 	})
 }
 
-// An autopsy whose freeze times out still thaws the tree: a frozen agent
-// would act on no signal of the ladder but SIGKILL.
+// An autopsy whose freeze times out still leaves the tree to be thawed,
+// and thaw thaws it: a frozen agent would act on no signal of the ladder
+// but SIGKILL.
 func TestSnapshotFreezeTimeoutThaws(t *testing.T) {
 	m, err := cgroup.Detect(cgroup.Options{})
 	if errors.Is(err, cgroup.ErrUnavailable) {
@@ -155,9 +157,15 @@ func TestSnapshotFreezeTimeoutThaws(t *testing.T) {
 	tree.SetFreezeWait(time.Nanosecond)
 	// The 1ns bound has usually passed before the kernel reports the
 	// tree frozen (and when it has not, the thaw is the same).
-	procs, _ := tree.Snapshot(128, true)
+	procs, thaw := tree.Snapshot(128, true)
 	require.NotEmpty(t, procs)
-	events, err := os.ReadFile(filepath.Join(g.Path(), "cgroup.freeze"))
+	freeze := filepath.Join(g.Path(), "cgroup.freeze")
+	events, err := os.ReadFile(freeze)
+	require.NoError(t, err)
+	require.Equal(t, "1\n", string(events), "held frozen until thaw")
+	thaw()
+	thaw() // idempotent
+	events, err = os.ReadFile(freeze)
 	require.NoError(t, err)
 	require.Equal(t, "0\n", string(events), "the tree was thawed")
 	require.NoError(t, c.P.Signal(syscall.SIGTERM))

@@ -25,23 +25,26 @@ const streamWait = 2 * time.Second
 func (r *Run) finish(res *escalate.Result) {
 	exit := r.proc.Status()
 	external := false
+	thaw := func() {}
 	if res == nil {
 		// Died by a signal we did not send (the OOM killer, someone's
 		// kill -9, a crash): worth a certificate.
 		external = exit.Signaled
 		if external {
 			r.triggeredAt = r.proc.ExitedAt()
-			r.autopsy, _ = r.tree.Snapshot(cmdlineMax, true)
+			r.autopsy, thaw = r.tree.Snapshot(cmdlineMax, true)
 		}
 		if !r.tree.Empty() {
 			// The main process is gone but descendants live on: they get
 			// SIGTERM, grace, SIGKILL (DESIGN §4).
 			left, _ := r.tree.PIDs()
 			r.log.Warn("main process exited, stopping what it left behind", zap.Ints("pids", left))
-			cleanup := escalate.Run(r.tree, escalate.Plan{TermGrace: r.a.Escalation.TermGrace, Hurry: r.hurry, OnStep: r.onStep})
+			cleanup := escalate.Run(r.tree, escalate.Plan{TermGrace: r.a.Escalation.TermGrace, Hurry: r.hurry,
+				OnStep: r.onStep, Release: thaw})
 			res = &cleanup
 		}
 	}
+	thaw()
 	terminated := time.Now()
 	r.waitStreams()
 

@@ -171,11 +171,13 @@ func (r *Run) act() chan escalate.Result {
 
 // startLadder takes the autopsy — before any signal, so it shows the tree
 // as it was when the decision fell — and climbs the ladder on its own
-// goroutine.
+// goroutine. The tree stays frozen from the autopsy until the ladder's
+// first signal is pending (Plan.Release).
 func (r *Run) startLadder(t symptoms.Symptom) chan escalate.Result {
 	r.trigger = &t
 	r.triggeredAt = t.At
-	r.autopsy, _ = r.tree.Snapshot(cmdlineMax, true)
+	var thaw func()
+	r.autopsy, thaw = r.tree.Snapshot(cmdlineMax, true)
 	esc := r.a.Escalation
 	st := r.engine.State()
 	plan := escalate.Plan{
@@ -188,6 +190,7 @@ func (r *Run) startLadder(t symptoms.Symptom) chan escalate.Result {
 		TermGrace:  esc.TermGrace,
 		Hurry:      r.hurry,
 		OnStep:     r.onStep,
+		Release:    thaw,
 	}
 	if sig, pid := dumpSignal(st.DumpSignal), r.dumpPID; sig != 0 && pid > 0 {
 		plan.DumpSignal = sig
