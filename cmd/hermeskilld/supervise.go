@@ -26,13 +26,14 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/recorder"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
+	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
 
 type superviseFlags struct {
 	id, configFile, certsDir, auditLog string
 	metricsListen, signingKey          string
 	containment                        string
-	shadow                             bool
+	shadow, preserveStatus             bool
 	log                                logFlags
 
 	heartbeat, startup, progress, maxRuntime time.Duration
@@ -58,25 +59,35 @@ the whole tree, --term-grace, SIGKILL to the whole tree. Every kill leaves a
 death certificate in --certs-dir and one line on stderr.
 
 A check whose flag is absent or 0 is off, except --startup-timeout, which
-defaults to --heartbeat-timeout. Flags override the --config file.
+defaults to --heartbeat-timeout (at least 10s). Flags override the --config
+file.
 Durations: 1.5s, 500ms, 2m. Sizes: 512MiB, 2GiB.
 
 Exit status: the agent's own; 128+N when it died by signal N (137 after
-SIGKILL); 125 when hermeskilld failed; 126 not executable; 127 not found.
+SIGKILL); 124 when a check killed the agent and it exited 0 anyway (an
+automatic kill is never a success; --preserve-status keeps the 0); 125 when
+hermeskilld failed; 126 not executable; 127 not found.
 SIGINT/SIGTERM to hermeskilld stop the agent through the ladder (a manual
-kill, with a certificate); a second one skips to SIGKILL. SIGHUP, SIGUSR1,
-SIGUSR2, SIGWINCH and SIGCONT are forwarded to the agent.`,
+kill, with a certificate; an agent that answers it with exit 0 exits 0); a
+second one skips to SIGKILL. SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH and SIGCONT
+are forwarded to the agent.`,
 		Example: `  hermeskilld supervise --heartbeat-timeout 30s --max-cost 5 -- python3 agent.py
   hermeskilld supervise --config agent.yaml --shadow -- ./agent`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error { return f.run(c, args) },
 	}
+	// The flags start at the defaults an agent file starts from, so that
+	// --help shows the values that apply; only flags given on the command
+	// line override the file.
+	def := config.DefaultAgent()
+	f.coopSignal, f.coopGrace, f.termGrace = def.Escalation.CoopSignal, def.Escalation.CoopGrace, def.Escalation.TermGrace
+	f.sampleIv = def.Checks.SampleInterval
 	fl := c.Flags()
 	fl.SetInterspersed(false) // everything after COMMAND is the agent's
 	fl.StringVar(&f.id, "id", "", "agent id (default: derived from COMMAND)")
 	fl.StringVar(&f.configFile, "config", "", "agent file (YAML, the daemon's agent schema)")
 	fl.Var(durationValue{&f.heartbeat}, "heartbeat-timeout", "kill when no heartbeat (WATCHDOG=1) arrives for this long")
-	fl.Var(durationValue{&f.startup}, "startup-timeout", "kill when no READY=1 or heartbeat arrives this long after start (default: --heartbeat-timeout)")
+	fl.Var(durationValue{&f.startup}, "startup-timeout", "kill when no READY=1 or heartbeat arrives this long after start (default: --heartbeat-timeout, at least "+config.StartupFloor.String()+")")
 	fl.Var(durationValue{&f.progress}, "progress-timeout", "kill when PROGRESS has not increased for this long")
 	fl.Var(durationValue{&f.maxRuntime}, "max-runtime", "kill after this much wall-clock time")
 	fl.Var(sizeValue{&f.maxRSS}, "max-rss", "kill when the tree's resident memory stays over this size")
@@ -89,15 +100,16 @@ SIGUSR2, SIGWINCH and SIGCONT are forwarded to the agent.`,
 	fl.Int64Var(&f.toolLoop, "tool-loop", 0, "kill when the same tool call, or cycle of 2-3 calls, repeats this many times")
 	fl.Int64Var(&f.errorStreak, "error-streak", 0, "kill after this many ERRORs without progress")
 	fl.Int64Var(&f.maxSteps, "max-steps", 0, "kill when PROGRESS goes over this")
-	fl.Var(signalValue{&f.coopSignal}, "coop-signal", "signal for the cooperative stop, or none (default SIGINT)")
-	fl.Var(durationValue{&f.coopGrace}, "coop-grace", "wait after the cooperative stop (default 10s)")
-	fl.Var(durationValue{&f.termGrace}, "term-grace", "wait after SIGTERM before SIGKILL (default 5s)")
-	fl.Var(durationValue{&f.sampleIv}, "sample-interval", "how often kernel metrics are sampled (default 1s)")
+	fl.Var(signalValue{&f.coopSignal}, "coop-signal", "signal for the cooperative stop, or none")
+	fl.Var(durationValue{&f.coopGrace}, "coop-grace", "wait after the cooperative stop")
+	fl.Var(durationValue{&f.termGrace}, "term-grace", "wait after SIGTERM before SIGKILL")
+	fl.Var(durationValue{&f.sampleIv}, "sample-interval", "how often kernel metrics are sampled")
 	fl.StringVar(&f.certsDir, "certs-dir", "", "where death certificates are written (default "+certs.DefaultDir()+")")
 	fl.StringVar(&f.auditLog, "audit-log", "", "append a hash-chained audit log of every event to FILE")
 	fl.StringVar(&f.signingKey, "signing-key", "", "sign certificates with this Ed25519 key (see hermeskilld keygen)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
 	fl.BoolVar(&f.shadow, "shadow", false, "shadow mode: record would-be kills as certificates, signal nothing")
+	fl.BoolVar(&f.preserveStatus, "preserve-status", false, "exit with the agent's own status even when a check killed it and it exited 0 (otherwise 124)")
 	fl.StringVar(&f.containment, "containment", "auto", "auto, cgroup (fail without a writable cgroup v2) or pgroup")
 	fl.StringVar(&f.log.format, "log-format", "console", "console or json")
 	fl.StringVar(&f.log.level, "log-level", "info", "debug, info, warn or error")
@@ -202,10 +214,27 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	go relaySignals(sigs, r, log)
 	out := r.Wait()
 	report(c.ErrOrStderr(), a, out)
-	if code := out.Exit.ShellCode(); code != 0 {
+	if code := exitCode(out, f.preserveStatus); code != 0 {
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// exitKilledClean is the status of an automatic kill that the agent
+// answered with exit 0: coreutils timeout(1)'s "timed out", so that a
+// Kubernetes Job or a systemd unit never records a kill as a success.
+const exitKilledClean = 124
+
+// exitCode is supervise's exit status for how the run ended: the agent's
+// shell status, except that an automatic kill is never 0. A manual kill
+// (a signal to hermeskilld: docker stop, systemctl stop) that the agent
+// answers with 0 stays 0, as it would without hermeskilld.
+func exitCode(out supervisor.Outcome, preserve bool) int {
+	code := out.Exit.ShellCode()
+	if code == 0 && !preserve && out.Killed && out.Trigger != nil && out.Trigger.Check != symptoms.Manual {
+		return exitKilledClean
+	}
+	return code
 }
 
 // relaySignals turns signals to hermeskilld into a manual kill (the first
