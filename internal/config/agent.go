@@ -58,6 +58,11 @@ const (
 	defaultRestartWindow       = 10 * time.Minute
 	defaultStableAfter         = time.Minute
 	minSampleInterval          = 10 * time.Millisecond
+
+	// DefaultMaxExtension is max_extension when it is unset or 0: how far
+	// the agent's EXTEND_TIMEOUT_USEC messages in a row may push a deadline
+	// beyond where it would be without them.
+	DefaultMaxExtension = 30 * time.Minute
 )
 
 // Agent is one supervised agent: an agent file (daemon) or `supervise
@@ -106,6 +111,7 @@ type Checks struct {
 	HeartbeatTimeoutMax time.Duration // heartbeat_timeout_max: highest WATCHDOG_USEC an agent may set (default heartbeat_timeout)
 	ProgressTimeout     time.Duration // progress_timeout: PROGRESS must increase within this
 	MaxRuntime          time.Duration // max_runtime: wall-clock limit
+	MaxExtension        time.Duration // max_extension: how far EXTEND_TIMEOUT_USEC in a row may push the startup, heartbeat or stop deadline (default DefaultMaxExtension; 0 = the default)
 	SampleInterval      time.Duration // sample_interval: how often kernel metrics are read (default 1s)
 
 	Memory      *Sustained // memory: tree RSS in bytes {warn, kill, for}
@@ -174,6 +180,7 @@ func DefaultAgent() *Agent {
 		},
 		Checks: Checks{
 			HeartbeatTimeoutMin: defaultHeartbeatTimeoutMin,
+			MaxExtension:        DefaultMaxExtension,
 			SampleInterval:      defaultSampleInterval,
 		},
 	}
@@ -220,6 +227,8 @@ func clonePtr[T any](p *T) *T {
 //     tighten its watchdog but not loosen it);
 //   - heartbeat_timeout_min is lowered to heartbeat_timeout_max when above it;
 //   - sample_interval = 1s when unset;
+//   - max_extension = DefaultMaxExtension when 0 (an extension is never
+//     unbounded);
 //   - a check without any threshold (memory: {}) becomes nil.
 func (a *Agent) Normalize() {
 	c := &a.Checks
@@ -234,6 +243,9 @@ func (a *Agent) Normalize() {
 	}
 	if c.SampleInterval == 0 {
 		c.SampleInterval = defaultSampleInterval
+	}
+	if c.MaxExtension == 0 {
+		c.MaxExtension = DefaultMaxExtension
 	}
 	c.dropInactive()
 }
@@ -405,7 +417,8 @@ func (c *Checks) problems() []problem {
 	}{
 		{"startup_timeout", c.StartupTimeout}, {"heartbeat_timeout", c.HeartbeatTimeout},
 		{"heartbeat_timeout_min", c.HeartbeatTimeoutMin}, {"heartbeat_timeout_max", c.HeartbeatTimeoutMax},
-		{"progress_timeout", c.ProgressTimeout}, {"max_runtime", c.MaxRuntime}, {"sample_interval", c.SampleInterval},
+		{"progress_timeout", c.ProgressTimeout}, {"max_runtime", c.MaxRuntime}, {"max_extension", c.MaxExtension},
+		{"sample_interval", c.SampleInterval},
 	} {
 		if d.v < 0 {
 			add(d.key, "", "must not be negative")

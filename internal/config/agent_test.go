@@ -34,6 +34,7 @@ func designAgent(source string) *Agent {
 			HeartbeatTimeoutMin: 100 * time.Millisecond,
 			ProgressTimeout:     5 * time.Minute,
 			MaxRuntime:          2 * time.Hour,
+			MaxExtension:        DefaultMaxExtension,
 			SampleInterval:      time.Second,
 			Memory:              &Sustained{Warn: 1 << 30, Kill: 2 << 30, For: 10 * time.Second},
 			CPUSpin:             &CPUSpin{Percent: 95, For: 2 * time.Minute, OnlyWithoutProgress: true},
@@ -117,7 +118,7 @@ func TestLoadAgentOKFixtures(t *testing.T) {
 func TestLoadAgentBadFixtures(t *testing.T) {
 	for file, want := range map[string]string{
 		"bad-unknown-key.yaml":        `:4: unknown key "chekcs" (known: id, labels, command, user, cwd, env, mode, after_kill, restart, escalation, checks); did you mean "checks"?`,
-		"bad-unknown-nested-key.yaml": `:5: checks: unknown key "memroy" (known: startup_timeout, heartbeat_timeout, heartbeat_timeout_min, heartbeat_timeout_max, progress_timeout, max_runtime, sample_interval, memory, cpu_spin, procs, fds, tokens, cost, tool_loop, error_streak, steps); did you mean "memory"?`,
+		"bad-unknown-nested-key.yaml": `:5: checks: unknown key "memroy" (known: startup_timeout, heartbeat_timeout, heartbeat_timeout_min, heartbeat_timeout_max, progress_timeout, max_runtime, max_extension, sample_interval, memory, cpu_spin, procs, fds, tokens, cost, tool_loop, error_streak, steps); did you mean "memory"?`,
 		"bad-command-string.yaml":     `:2: command: must be a list of strings such as [python3, agent.py, --fast], got a single string (no shell is involved: split the arguments yourself)`,
 		"bad-duration.yaml":           `:4: checks.heartbeat_timeout: bad duration "30": missing unit (e.g. 30s)`,
 		"bad-size.yaml":               `:6: checks.memory.kill: bad size "2Gb": unknown unit "Gb" (want ` + sizeForms + `)`,
@@ -213,6 +214,8 @@ func TestParseAgentErrors(t *testing.T) {
 		// checks: timeouts
 		{"timeout float", "checks: {max_runtime: 1.5}\n", `agent.yaml:1: checks.max_runtime: bad duration "1.5": missing unit (e.g. 1.5s)`},
 		{"timeout null", "checks:\n  max_runtime:\n", `agent.yaml:2: checks.max_runtime: missing value (want a duration such as 30s)`},
+		{"max_extension negative", "checks:\n  max_extension: -5m\n", `agent.yaml:2: checks.max_extension: bad duration "-5m": negative`},
+		{"max_extension bare number", "checks: {max_extension: 60}\n", `agent.yaml:1: checks.max_extension: bad duration "60": missing unit (e.g. 60s)`},
 		{"sample interval tiny", "checks: {sample_interval: 1ms}\n", `agent.yaml:1: checks.sample_interval: must be at least 10ms`},
 		{"min above timeout", "checks:\n  heartbeat_timeout: 1s\n  heartbeat_timeout_min: 2s\n", `agent.yaml:3: checks.heartbeat_timeout_min: 2s is above heartbeat_timeout 1s`},
 		{"min above max", "checks:\n  heartbeat_timeout: 1s\n  heartbeat_timeout_max: 5s\n  heartbeat_timeout_min: 6s\n", `agent.yaml:4: checks.heartbeat_timeout_min: 6s is above heartbeat_timeout_max 5s`},
@@ -325,6 +328,13 @@ func TestParseAgentAccepts(t *testing.T) {
 			a.Normalize()
 			require.Equal(t, 50*time.Millisecond, a.Checks.HeartbeatTimeoutMin)
 		}},
+		{"max_extension", "checks: {max_extension: 2h}\n", func(t *testing.T, a *Agent) {
+			require.Equal(t, 2*time.Hour, a.Checks.MaxExtension)
+		}},
+		{"max_extension 0 is the default", "checks: {max_extension: 0}\n", func(t *testing.T, a *Agent) {
+			a.Normalize()
+			require.Equal(t, DefaultMaxExtension, a.Checks.MaxExtension)
+		}},
 		{"comments and flow style", "# agent\nid: a # inline\nchecks: {\n  memory: {kill: 1GiB},\n}\n", func(t *testing.T, a *Agent) {
 			require.Equal(t, int64(1<<30), a.Checks.Memory.Kill)
 		}},
@@ -348,6 +358,7 @@ defaults:
   checks:
     heartbeat_timeout: 30s
     progress_timeout: 5m
+    max_extension: 1h
     memory: {warn: 1GiB, kill: 2GiB, for: 10s}
     tokens: {warn: 800, kill: 1000}
     tool_loop: 5
@@ -384,6 +395,7 @@ checks:
 	require.Equal(t, Escalation{CoopSignal: syscall.SIGUSR1, CoopGrace: time.Second, TermGrace: 2 * time.Second, DumpWait: 200 * time.Millisecond}, a.Escalation, "key by key")
 	require.Equal(t, 10*time.Second, a.Checks.HeartbeatTimeout, "the agent's timeout wins")
 	require.Equal(t, 5*time.Minute, a.Checks.ProgressTimeout, "an unmentioned timeout is inherited")
+	require.Equal(t, time.Hour, a.Checks.MaxExtension, "inherited")
 	require.Equal(t, &Sustained{Kill: 4 << 30}, a.Checks.Memory, "a check set in the agent replaces the default's as a whole")
 	require.Nil(t, a.Checks.Tokens, "{} turns an inherited check off")
 	require.Equal(t, &ToolLoop{Repeats: 5}, a.Checks.ToolLoop, "an unmentioned check is inherited")
@@ -479,28 +491,33 @@ func TestNormalize(t *testing.T) {
 		{
 			name: "startup (at least the floor) and max follow the heartbeat timeout",
 			in:   Checks{HeartbeatTimeout: 30 * time.Second, HeartbeatTimeoutMin: 100 * time.Millisecond, SampleInterval: time.Second},
-			want: Checks{StartupTimeout: 30 * time.Second, HeartbeatTimeout: 30 * time.Second, HeartbeatTimeoutMin: 100 * time.Millisecond, HeartbeatTimeoutMax: 30 * time.Second, SampleInterval: time.Second},
+			want: Checks{MaxExtension: DefaultMaxExtension, StartupTimeout: 30 * time.Second, HeartbeatTimeout: 30 * time.Second, HeartbeatTimeoutMin: 100 * time.Millisecond, HeartbeatTimeoutMax: 30 * time.Second, SampleInterval: time.Second},
 		},
 		{
 			name: "explicit values are kept",
 			in:   Checks{StartupTimeout: time.Minute, HeartbeatTimeout: 30 * time.Second, HeartbeatTimeoutMin: time.Second, HeartbeatTimeoutMax: 2 * time.Minute, SampleInterval: 5 * time.Second},
-			want: Checks{StartupTimeout: time.Minute, HeartbeatTimeout: 30 * time.Second, HeartbeatTimeoutMin: time.Second, HeartbeatTimeoutMax: 2 * time.Minute, SampleInterval: 5 * time.Second},
+			want: Checks{MaxExtension: DefaultMaxExtension, StartupTimeout: time.Minute, HeartbeatTimeout: 30 * time.Second, HeartbeatTimeoutMin: time.Second, HeartbeatTimeoutMax: 2 * time.Minute, SampleInterval: 5 * time.Second},
 		},
 		{
 			name: "no heartbeat: nothing derived",
 			in:   Checks{HeartbeatTimeoutMin: 100 * time.Millisecond},
-			want: Checks{HeartbeatTimeoutMin: 100 * time.Millisecond, SampleInterval: time.Second},
+			want: Checks{MaxExtension: DefaultMaxExtension, HeartbeatTimeoutMin: 100 * time.Millisecond, SampleInterval: time.Second},
 		},
 		{
 			name: "min lowered to a tight max",
 			in:   Checks{HeartbeatTimeout: 50 * time.Millisecond, HeartbeatTimeoutMin: 100 * time.Millisecond, SampleInterval: time.Second},
-			want: Checks{StartupTimeout: StartupFloor, HeartbeatTimeout: 50 * time.Millisecond, HeartbeatTimeoutMin: 50 * time.Millisecond, HeartbeatTimeoutMax: 50 * time.Millisecond, SampleInterval: time.Second},
+			want: Checks{MaxExtension: DefaultMaxExtension, StartupTimeout: StartupFloor, HeartbeatTimeout: 50 * time.Millisecond, HeartbeatTimeoutMin: 50 * time.Millisecond, HeartbeatTimeoutMax: 50 * time.Millisecond, SampleInterval: time.Second},
+		},
+		{
+			name: "an explicit max_extension is kept",
+			in:   Checks{MaxExtension: time.Hour, SampleInterval: time.Second},
+			want: Checks{MaxExtension: time.Hour, SampleInterval: time.Second},
 		},
 		{
 			name: "checks without thresholds are dropped",
 			in: Checks{SampleInterval: time.Second, Memory: &Sustained{For: time.Second}, Procs: &Sustained{}, FDs: &Sustained{Kill: 1},
 				CPUSpin: &CPUSpin{For: time.Minute}, Tokens: &Limit{}, Cost: &CostLimit{}, ToolLoop: &ToolLoop{}, ErrorStreak: &Limit{}, Steps: &Limit{Warn: 1}},
-			want: Checks{SampleInterval: time.Second, FDs: &Sustained{Kill: 1}, Steps: &Limit{Warn: 1}},
+			want: Checks{MaxExtension: DefaultMaxExtension, SampleInterval: time.Second, FDs: &Sustained{Kill: 1}, Steps: &Limit{Warn: 1}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -542,6 +559,7 @@ func TestValidate(t *testing.T) {
 		{name: "warn above kill from a flag", mut: func(a *Agent) { a.Checks.Memory = &Sustained{Warn: 3 << 30, Kill: 2 << 30} },
 			err: "checks.memory: warn 3GiB is above kill 2GiB"},
 		{name: "negative from a flag", mut: func(a *Agent) { a.Checks.MaxRuntime = -time.Second }, err: "checks.max_runtime: must not be negative"},
+		{name: "negative max_extension from a flag", mut: func(a *Agent) { a.Checks.MaxExtension = -time.Minute }, err: "checks.max_extension: must not be negative"},
 		{name: "negative count", mut: func(a *Agent) { a.Checks.Procs = &Sustained{Kill: -1} }, err: "checks.procs: thresholds must not be negative"},
 		{name: "negative cost", mut: func(a *Agent) { a.Checks.Cost = &CostLimit{Kill: -1} }, err: "checks.cost: thresholds must not be negative"},
 		{name: "negative cpu", mut: func(a *Agent) { a.Checks.CPUSpin = &CPUSpin{Percent: -1} }, err: "checks.cpu_spin: percent and for must not be negative"},

@@ -55,6 +55,7 @@ type rawChecks struct {
 	HeartbeatTimeoutMax *time.Duration
 	ProgressTimeout     *time.Duration
 	MaxRuntime          *time.Duration
+	MaxExtension        *time.Duration
 	SampleInterval      *time.Duration
 	Memory              *Sustained
 	CPUSpin             *CPUSpin
@@ -235,6 +236,7 @@ func (d *decoder) checks(n *yaml.Node, path string, c *rawChecks) {
 		{"heartbeat_timeout_max", d.durationTo(&c.HeartbeatTimeoutMax)},
 		{"progress_timeout", d.durationTo(&c.ProgressTimeout)},
 		{"max_runtime", d.durationTo(&c.MaxRuntime)},
+		{"max_extension", d.durationTo(&c.MaxExtension)},
 		{"sample_interval", d.durationTo(&c.SampleInterval)},
 		{"memory", func(p string, v *yaml.Node) { c.Memory = d.sustained(v, p, d.size) }},
 		{"cpu_spin", func(p string, v *yaml.Node) { c.CPUSpin = d.cpuSpin(v, p) }},
@@ -347,6 +349,7 @@ func overlay(base, top rawAgent) rawAgent {
 			HeartbeatTimeoutMax: pick(top.Checks.HeartbeatTimeoutMax, base.Checks.HeartbeatTimeoutMax),
 			ProgressTimeout:     pick(top.Checks.ProgressTimeout, base.Checks.ProgressTimeout),
 			MaxRuntime:          pick(top.Checks.MaxRuntime, base.Checks.MaxRuntime),
+			MaxExtension:        pick(top.Checks.MaxExtension, base.Checks.MaxExtension),
 			SampleInterval:      pick(top.Checks.SampleInterval, base.Checks.SampleInterval),
 			Memory:              pick(top.Checks.Memory, base.Checks.Memory),
 			CPUSpin:             pick(top.Checks.CPUSpin, base.Checks.CPUSpin),
@@ -420,6 +423,7 @@ func resolve(r rawAgent) *Agent {
 	set(&c.HeartbeatTimeoutMax, rc.HeartbeatTimeoutMax)
 	set(&c.ProgressTimeout, rc.ProgressTimeout)
 	set(&c.MaxRuntime, rc.MaxRuntime)
+	set(&c.MaxExtension, rc.MaxExtension)
 	set(&c.SampleInterval, rc.SampleInterval)
 	c.Memory = clonePtr(rc.Memory)
 	c.CPUSpin = clonePtr(rc.CPUSpin)

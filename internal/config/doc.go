@@ -116,6 +116,14 @@
 //	  progress_timeout: 5m    # duration (--progress-timeout): PROGRESS must
 //	                          # increase this often
 //	  max_runtime: 2h         # duration (--max-runtime): wall-clock limit
+//	  max_extension: 30m      # duration (--max-extension); 0 = the default,
+//	                          # 30m: EXTEND_TIMEOUT_USEC messages in a row
+//	                          # (no WATCHDOG=1 between them) never push the
+//	                          # startup, heartbeat or stop deadline more than
+//	                          # this beyond where it would be without them
+//	                          # (the last heartbeat + heartbeat_timeout, the
+//	                          # start + startup_timeout, STOPPING + term_grace);
+//	                          # a clamped extension is a warning
 //	  sample_interval: 1s     # duration, >= 10ms (0 = the default): how often
 //	                          # the kernel metrics (memory, cpu_spin, procs,
 //	                          # fds) are read

@@ -59,7 +59,7 @@ func TestDocReferenceAgent(t *testing.T) {
 		"checks.error_streak", "checks.error_streak.kill", "checks.error_streak.warn",
 		"checks.fds", "checks.fds.for", "checks.fds.kill", "checks.fds.warn",
 		"checks.heartbeat_timeout", "checks.heartbeat_timeout_max", "checks.heartbeat_timeout_min",
-		"checks.max_runtime",
+		"checks.max_extension", "checks.max_runtime",
 		"checks.memory", "checks.memory.for", "checks.memory.kill", "checks.memory.warn",
 		"checks.procs", "checks.procs.for", "checks.procs.kill", "checks.procs.warn",
 		"checks.progress_timeout", "checks.sample_interval", "checks.startup_timeout",
