@@ -1,8 +1,8 @@
 // Package certs owns hermeskilld's death certificate: the forensic record
 // written once per death (DESIGN §6) — its schema as Go types, its file
-// (name, directory, atomic write, read, listing), its Ed25519 signature
-// (keys, canonical form, sign, verify; DESIGN §8) and its rendering for
-// people (`hermeskilld certs show`).
+// (name, directory, atomic write, recovery after a crash, read, listing),
+// its Ed25519 signature (keys, canonical form, sign, verify; DESIGN §8) and
+// its rendering for people (`hermeskilld certs show`).
 //
 // It records; it never decides or signals. The supervisor fills a
 // Certificate, and Write stores it with atomicfile.WriteFile.
@@ -85,6 +85,12 @@
 // written with atomicfile: temporary file in the same directory, fsync,
 // rename, fsync of the directory. Marshal's output is stable: the same
 // certificate always gives the same bytes.
+//
+// A writer killed between its write and its rename leaves the temporary
+// file (".NAME.json.RANDOM.tmp", hidden from List). Recover, called when a
+// supervisor starts, completes the rename of every whole certificate so
+// left and removes the rest; it never replaces a file already at the final
+// name, and never touches a file another process is still writing.
 //
 // # Signatures
 //
