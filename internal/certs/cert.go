@@ -30,7 +30,7 @@ const (
 	SeverityWarning  = "warning"  // Symptom.Severity: logged, kept, sent as a directive
 	SeverityTerminal = "terminal" // Symptom.Severity: the agent must die
 
-	StepDirectiveSent  = "directive_sent" // Step.Step: the ladder's steps, DESIGN §4
+	StepDirectiveSent  = "directive_sent" // Step.Step: the ladder's steps, in the order they can happen
 	StepCoopSignalSent = "coop_signal_sent"
 	StepSigtermSent    = "sigterm_sent"
 	StepSigkillSent    = "sigkill_sent"
@@ -68,6 +68,7 @@ type Certificate struct {
 	ProcessTree    []Proc            `json:"process_tree"`
 	LastOutput     *LastOutput       `json:"last_output,omitempty"`
 	Survivors      []Survivor        `json:"survivors"`
+	AuditAnchor    *AuditAnchor      `json:"audit_anchor,omitempty"`
 	Signature      *Signature        `json:"signature,omitempty"`
 }
 
@@ -147,6 +148,15 @@ type Survivor struct {
 	Cmdline string `json:"cmdline"`
 }
 
+// AuditAnchor is the head of the audit log when the certificate was made:
+// the seq of the log's last line and the sha256 of that line, as the audit
+// log's anchor holds them. A log that no longer has that line with that
+// hash was cut or changed after the death was recorded.
+type AuditAnchor struct {
+	Seq    uint64 `json:"seq"`
+	SHA256 string `json:"sha256"`
+}
+
 // Signature is an Ed25519 signature over the certificate's canonical JSON
 // without the signature field (see Canonical).
 type Signature struct {
@@ -184,6 +194,7 @@ type certWire struct {
 	ProcessTree    []Proc            `json:"process_tree"`
 	LastOutput     *LastOutput       `json:"last_output,omitempty"`
 	Survivors      []Survivor        `json:"survivors"`
+	AuditAnchor    *AuditAnchor      `json:"audit_anchor,omitempty"`
 	Signature      *Signature        `json:"signature,omitempty"`
 }
 
@@ -230,7 +241,7 @@ func (c Certificate) MarshalJSON() ([]byte, error) {
 		OperatorReason: c.OperatorReason, Escalation: c.Escalation, Exit: c.Exit,
 		SymptomsLog: nonNil(c.SymptomsLog), ShutdownLog: nonNil(c.ShutdownLog),
 		FinalState: c.FinalState, ProcessTree: nonNil(c.ProcessTree), LastOutput: c.LastOutput,
-		Survivors: nonNil(c.Survivors), Signature: c.Signature,
+		Survivors: nonNil(c.Survivors), AuditAnchor: c.AuditAnchor, Signature: c.Signature,
 	})
 }
 
@@ -249,7 +260,7 @@ func (c *Certificate) UnmarshalJSON(b []byte) error {
 		OperatorReason: w.OperatorReason, Escalation: w.Escalation, Exit: w.Exit,
 		SymptomsLog: w.SymptomsLog, ShutdownLog: w.ShutdownLog, FinalState: w.FinalState,
 		ProcessTree: w.ProcessTree, LastOutput: w.LastOutput, Survivors: w.Survivors,
-		Signature: w.Signature,
+		AuditAnchor: w.AuditAnchor, Signature: w.Signature,
 	}
 	return nil
 }

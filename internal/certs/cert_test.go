@@ -23,7 +23,8 @@ func TestMarshalGolden(t *testing.T) {
 	assert.Equal(t, got, again, "stable")
 }
 
-// designFields are the field paths DESIGN §6 shows.
+// designFields are the field paths of the certificate schema as first
+// designed: none may go missing.
 var designFields = []string{
 	"schema", "cert_id", "agent_id", "host", "mode", "command", "pid",
 	"started_at", "triggered_at", "terminated_at", "trigger_type", "trigger_check", "trigger_reason",
@@ -70,12 +71,15 @@ func TestGoldenHasEveryDesignField(t *testing.T) {
 		_, ok := lookup(m, f)
 		assert.True(t, ok, "field %s missing", f)
 	}
-	// Where DESIGN shows null for an automatic SIGKILL death.
+	// Null for an automatic SIGKILL death.
 	for _, f := range []string{"operator", "operator_reason", "exit.code"} {
 		v, _ := lookup(m, f)
 		assert.Nil(t, v, f)
 	}
 	assert.Equal(t, []any{}, m["survivors"], "survivors is [] not null")
+	// Not in the certificate example, but carried by every certificate of a
+	// supervisor with an audit log.
+	assert.Equal(t, map[string]any{"seq": 1234.0, "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}, m["audit_anchor"])
 	assert.Equal(t, "2026-12-02T10:15:03.123456789Z", m["triggered_at"])
 }
 
@@ -94,7 +98,7 @@ func TestMarshalZeroCertificate(t *testing.T) {
 	for _, f := range []string{"command", "symptoms_log", "shutdown_log", "process_tree", "survivors"} {
 		assert.Equal(t, []any{}, m[f], "%s is [] not null", f)
 	}
-	for _, f := range []string{"labels", "containment", "last_output", "signature", "final_state.errno"} {
+	for _, f := range []string{"labels", "containment", "last_output", "audit_anchor", "signature", "final_state.errno"} {
 		_, ok := lookup(m, f)
 		assert.False(t, ok, "%s omitted when empty", f)
 	}

@@ -1,8 +1,8 @@
 // Package certs owns hermeskilld's death certificate: the forensic record
-// written once per death (DESIGN §6) — its schema as Go types, its file
-// (name, directory, atomic write, recovery after a crash, read, listing),
-// its Ed25519 signature (keys, canonical form, sign, verify; DESIGN §8) and
-// its rendering for people (`hermeskilld certs show`).
+// written once per death — its schema as Go types, its file (name,
+// directory, atomic write, recovery after a crash, read, listing), its
+// Ed25519 signature (keys, canonical form, sign, verify) and its rendering
+// for people (`hermeskilld certs show`).
 //
 // It records; it never decides or signals. The supervisor fills a
 // Certificate, and Write stores it with atomicfile.WriteFile.
@@ -39,7 +39,7 @@
 //     signal to hermeskilld, the e-stop file, the control plane) or
 //     "external" (died by a signal hermeskilld did not send, e.g. the OOM
 //     killer).
-//   - trigger_check: the check that fired (the stable names of DESIGN §3:
+//   - trigger_check: the check that fired (the stable names of the checks:
 //     heartbeat_timeout, memory, … , manual), or "external".
 //   - trigger_reason: one line saying why, with the observed value and the
 //     threshold ("no heartbeat for 30.0s (timeout 30s)").
@@ -57,8 +57,8 @@
 //   - symptoms_log: every warning and the terminal symptom, in order; each
 //     has at, check, severity ("warning" or "terminal"), observed and
 //     threshold (as text with units: "1.2GiB", "30s") and message.
-//   - shutdown_log: each step of the ladder as carried out (DESIGN §4:
-//     directive_sent, coop_signal_sent, sigterm_sent, sigkill_sent, reaped);
+//   - shutdown_log: each step of the ladder as carried out
+//     (directive_sent, coop_signal_sent, sigterm_sent, sigkill_sent, reaped);
 //     each has step, at (wall time), duration_ms (how long the step took)
 //     and detail (step-specific facts, omitted when none).
 //   - final_state: what was last known of the agent — status (its last
@@ -75,6 +75,11 @@
 //     here); omitted when not captured. Invalid UTF-8 is replaced by U+FFFD.
 //   - survivors: processes still alive when hermeskilld stopped waiting (for
 //     example in D state); each has pid, state and cmdline. Usually [].
+//   - audit_anchor: the head of the audit log when the certificate was
+//     made — seq (of the log's last line) and sha256 (of that line, as the
+//     next line's prev_sha256 carries it); omitted when there is no audit
+//     log. Once the certificate is signed or delivered, the log cannot lose
+//     or change that line unnoticed.
 //   - signature: present when a signing key is configured — alg ("ed25519"),
 //     key_id (KeyID of the public key) and value (base64 of the signature).
 //
@@ -101,5 +106,6 @@
 // re-indented or with its keys reordered still verifies; a change to any key
 // or value does not. Verify distinguishes ErrUnsigned, ErrKeyMismatch and
 // ErrBadSignature. Keys are named by KeyID: "ed25519:" and 16 hex digits of
-// the SHA-256 of the public key.
+// the SHA-256 of the public key. The same key signs the audit log's anchor
+// (Signer.SignMessage), whose JSON carries a schema of its own.
 package certs

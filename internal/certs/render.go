@@ -19,7 +19,7 @@ const TailLines = 20
 
 // Render writes c for a person, as `hermeskilld certs show` prints it: a
 // headline (which agent, when, how it died and why), the certificate's
-// identity, the symptoms, the ladder with the time of each step, the final
+// identity (with the audit log's head when it carries one), the symptoms, the ladder with the time of each step, the final
 // state, the process tree, the survivors, the last lines of the agent's
 // output and whether it is signed. Render does not verify the signature.
 //
@@ -141,6 +141,9 @@ func (r *renderer) identity() {
 			fmt.Fprintf(tw, "operator\t%s\n", op)
 		}
 		fmt.Fprintf(tw, "exit\t%s\n", orDash(exitText(c.Exit)))
+		if a := c.AuditAnchor; a != nil {
+			fmt.Fprintf(tw, "audit log\tseq %d  sha256 %s\n", a.Seq, orDash(clean(a.SHA256)))
+		}
 	})
 }
 

@@ -44,6 +44,7 @@ func TestRenderGolden(t *testing.T) {
 		"line 42 in plan_next_step_forever",
 		"last stdout (last 1 of 1 lines)",
 		"signature: ed25519 by key " + testSigner(t).KeyID(),
+		"audit log    seq 1234  sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 	} {
 		assert.Contains(t, out, want)
 	}
@@ -83,6 +84,7 @@ func TestRenderSparse(t *testing.T) {
 	assert.True(t, strings.HasPrefix(out, "- killed ()\n"), out)
 	assert.Contains(t, out, "signature: none (unsigned)")
 	assert.Contains(t, out, "last heartbeat  none")
+	assert.NotContains(t, out, "audit log")
 	assert.NotContains(t, out, "last stderr")
 }
 

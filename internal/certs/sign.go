@@ -70,6 +70,11 @@ func (s *Signer) Sign(c *Certificate) error {
 	return nil
 }
 
+// SignMessage returns the Ed25519 signature of msg by s's key. The audit
+// log signs its anchor with it; the anchor's JSON names a schema of its own,
+// so its signature can never pass for a certificate's.
+func (s *Signer) SignMessage(msg []byte) []byte { return ed25519.Sign(s.priv, msg) }
+
 // LoadSigner reads an Ed25519 private key from path: a PEM "PRIVATE KEY"
 // block (PKCS#8, as GenerateKey and `openssl genpkey -algorithm ed25519`
 // write), or a raw 32-byte seed or 64-byte private key (seed then public

@@ -95,7 +95,7 @@ func TestVerifyDetectsEveryByteChange(t *testing.T) {
 	}
 	t.Logf("%d single-byte changes, all detected", checked)
 
-	// The cases named in the brief, explicitly.
+	// The edits a forger would try first, explicitly.
 	for _, tc := range []struct{ from, to string }{
 		{`"pid": 4242,`, `"pid": 4243,`},
 		{`"agent_id": "research-bot"`, `"agent_id": "research-bou"`},
@@ -106,6 +106,8 @@ func TestVerifyDetectsEveryByteChange(t *testing.T) {
 		{`"operator": null`, `"operator": "x"`},
 		{`"survivors": []`, `"survivors": [{}]`},
 		{`"team": "research"`, `"team": "research", "env": "SECRET=1"`},
+		{`"seq": 1234,`, `"seq": 1233,`}, // the audit log's head
+		{`"audit_anchor": {`, `"audit_anchor": null, "x": {`},
 	} {
 		mut := bytes.Replace(raw, []byte(tc.from), []byte(tc.to), 1)
 		require.NotEqual(t, raw, mut, tc.from)

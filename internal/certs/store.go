@@ -14,7 +14,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/atomicfile"
 )
 
-// Modes of the certificate directory and files (DESIGN §6): the files may be
+// Modes of the certificate directory and files: the files may be
 // read by the group (e.g. an operators group), never by others.
 const (
 	DirMode  os.FileMode = 0o750
