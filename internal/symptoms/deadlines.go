@@ -9,8 +9,7 @@ import (
 type deadline struct {
 	check Check
 	at    time.Time
-	// since is what the clock counts from, for the message; at is
-	// since + timeout, or later when EXTEND_TIMEOUT_USEC extended it.
+	// since is what the clock counts from, for the message.
 	since   time.Time
 	timeout time.Duration
 }
@@ -20,12 +19,11 @@ type deadline struct {
 const maxDeadlines = 3
 
 // deadlines lists the timeouts currently armed, in buf (so that the hot
-// path does not allocate). Once a terminal symptom fired none is armed:
-// nothing more will be acted on; in shadow mode every check that has not
-// fired yet stays armed, until an operator's kill.
+// path does not allocate). None is armed once a terminal symptom fired:
+// nothing more will be acted on.
 func (e *Engine) deadlines(buf *[maxDeadlines]deadline) []deadline {
 	ds := buf[:0]
-	if e.terminal != nil && (!e.cfg.Shadow || e.manual) {
+	if e.terminal != nil {
 		return ds
 	}
 	c := e.cfg
@@ -34,18 +32,17 @@ func (e *Engine) deadlines(buf *[maxDeadlines]deadline) []deadline {
 	}
 	if e.st.Stopping {
 		if c.StopTimeout > 0 {
-			at := e.extended(e.stoppingAt.Add(c.StopTimeout), e.stopExtend)
+			at := later(e.stoppingAt.Add(c.StopTimeout), e.stopExtend)
 			ds = append(ds, deadline{StopTimeout, at, e.stoppingAt, c.StopTimeout})
 		}
-		return e.unfired(ds) // heartbeat and progress checks pause while stopping
+		return ds // heartbeat and progress checks pause while stopping
 	}
 	starting := !e.beatSeen && c.StartupTimeout > 0
 	if starting {
-		at := e.extended(e.st.Started.Add(c.StartupTimeout), e.startupExtend)
+		at := later(e.st.Started.Add(c.StartupTimeout), e.startupExtend)
 		ds = append(ds, deadline{StartupTimeout, at, e.st.Started, c.StartupTimeout})
 	} else if t := e.st.HeartbeatTimeout; e.beatSeen && t > 0 {
-		at := e.extended(e.st.LastHeartbeat.Add(t), e.heartbeatExtend)
-		ds = append(ds, deadline{HeartbeatTimeout, at, e.st.LastHeartbeat, t})
+		ds = append(ds, deadline{HeartbeatTimeout, e.st.LastHeartbeat.Add(t), e.st.LastHeartbeat, t})
 	}
 	// The startup deadline governs until READY or the first heartbeat (a
 	// slow start is no wedged main loop); without one, an agent that never
@@ -53,23 +50,7 @@ func (e *Engine) deadlines(buf *[maxDeadlines]deadline) []deadline {
 	if c.ProgressTimeout > 0 && !starting {
 		ds = append(ds, deadline{ProgressTimeout, e.st.LastProgressAt.Add(c.ProgressTimeout), e.st.LastProgressAt, c.ProgressTimeout})
 	}
-	return e.unfired(ds)
-}
-
-// unfired drops the deadlines of checks that already fired (shadow mode:
-// each check fires at most once), in place.
-func (e *Engine) unfired(ds []deadline) []deadline {
-	if e.terminal == nil {
-		return ds // nothing fired yet
-	}
-	n := 0
-	for _, d := range ds {
-		if !e.fired[d.check] {
-			ds[n] = d
-			n++
-		}
-	}
-	return ds[:n]
+	return ds
 }
 
 // NextDeadline is the earliest armed deadline; ok is false when none is.
@@ -85,22 +66,8 @@ func (e *Engine) NextDeadline() (at time.Time, ok bool) {
 }
 
 // Tick evaluates the armed deadlines at now (monotonic comparison) and
-// returns the terminal symptom of the earliest one that passed, if any. In
-// shadow mode, where checks stay armed after a terminal symptom, it returns
-// one for every deadline that passed, earliest first.
+// returns the terminal symptom of the earliest one that passed, if any.
 func (e *Engine) Tick(now time.Time) []Symptom {
-	var out []Symptom
-	for {
-		d, ok := e.passed(now)
-		if !ok {
-			return out
-		}
-		out = append(out, e.fire(e.timeoutSymptom(d, now))...)
-	}
-}
-
-// passed returns the earliest armed deadline at or before now.
-func (e *Engine) passed(now time.Time) (deadline, bool) {
 	var buf [maxDeadlines]deadline
 	first := -1
 	ds := e.deadlines(&buf)
@@ -113,30 +80,26 @@ func (e *Engine) passed(now time.Time) (deadline, bool) {
 		}
 	}
 	if first < 0 {
-		return deadline{}, false
+		return nil
 	}
-	return ds[first], true
+	return e.fire(e.timeoutSymptom(ds[first], now))
 }
 
 func (e *Engine) timeoutSymptom(d deadline, now time.Time) Symptom {
 	elapsed := now.Sub(d.since)
 	s := Symptom{At: now, Check: d.check, Severity: Terminal,
 		Observed: fmtSeconds(elapsed), Threshold: d.timeout.String()}
-	var ext string
-	if by := d.at.Sub(d.since) - d.timeout; by > 0 {
-		ext = fmt.Sprintf(", extended by %s", by)
-	}
 	switch d.check {
 	case StartupTimeout:
-		s.Message = fmt.Sprintf("no READY or heartbeat %s after start (startup timeout %s%s)", fmtSeconds(elapsed), d.timeout, ext)
+		s.Message = fmt.Sprintf("no READY or heartbeat %s after start (startup timeout %s)", fmtSeconds(elapsed), d.timeout)
 	case HeartbeatTimeout:
-		s.Message = fmt.Sprintf("no heartbeat for %s (timeout %s%s)", fmtSeconds(elapsed), d.timeout, ext)
+		s.Message = fmt.Sprintf("no heartbeat for %s (timeout %s)", fmtSeconds(elapsed), d.timeout)
 	case ProgressTimeout:
 		s.Message = fmt.Sprintf("no progress for %s (last step %d, timeout %s)", fmtSeconds(elapsed), e.st.Progress, d.timeout)
 	case MaxRuntime:
 		s.Message = fmt.Sprintf("ran for %s, over the runtime limit %s", fmtSeconds(elapsed), d.timeout)
 	case StopTimeout:
-		s.Message = fmt.Sprintf("announced STOPPING %s ago and is still running (stop timeout %s%s)", fmtSeconds(elapsed), d.timeout, ext)
+		s.Message = fmt.Sprintf("announced STOPPING %s ago and is still running (stop timeout %s)", fmtSeconds(elapsed), d.timeout)
 	}
 	return s
 }

@@ -17,11 +17,6 @@ const maxLog = 256
 type Config struct {
 	config.Checks
 	StopTimeout time.Duration
-	// Shadow keeps every check running after a terminal symptom, so that
-	// each check that would have killed the agent is reported, once: shadow
-	// mode records them all, where enforcing stops at the first. Terminal
-	// still returns the first.
-	Shadow bool
 }
 
 // State is what the agent reported about itself, for `ps` and the certificate.
@@ -65,13 +60,9 @@ type Engine struct {
 	st       State
 	beatSeen bool
 
-	// The latest instants that EXTEND_TIMEOUT_USEC asked for, unclamped
-	// (deadlines applies max_extension): before the first heartbeat, since
-	// the last heartbeat, and since STOPPING=1.
-	startupExtend   time.Time
-	heartbeatExtend time.Time
-	stopExtend      time.Time
-	stoppingAt      time.Time
+	startupExtend time.Time
+	stoppingAt    time.Time
+	stopExtend    time.Time
 	// watchdog is the agent's WATCHDOG_USEC before clamping; 0 = none.
 	watchdog time.Duration
 
@@ -80,7 +71,6 @@ type Engine struct {
 	warned   map[Check]bool
 	fired    map[Check]bool
 	terminal *Symptom
-	manual   bool // an operator's kill: real in every mode
 	log      []Symptom
 }
 
@@ -163,11 +153,8 @@ func (e *Engine) Terminal() (Symptom, bool) {
 }
 
 // Manual records an operator's kill request as the terminal symptom (unless
-// one already fired: then it is logged, and first reports false). An
-// operator's kill is carried out in shadow mode too: from then on no
-// deadline is armed in any mode.
+// one already fired: then it is logged, and first reports false).
 func (e *Engine) Manual(operator, reason string, now time.Time) (s Symptom, first bool) {
-	e.manual = true
 	msg := "killed by " + operator
 	if reason != "" {
 		msg += ": " + reason
@@ -202,7 +189,12 @@ func (e *Engine) Observe(m *heartbeat.Message, now time.Time) []Symptom {
 		e.st.Stopping, e.stoppingAt = true, now
 	}
 	if m.Has(heartbeat.FieldExtendTimeoutUSec) {
-		out = append(out, e.extend(usec(m.ExtendTimeoutUSec), now)...)
+		until := now.Add(usec(m.ExtendTimeoutUSec))
+		if e.st.Stopping {
+			e.stopExtend = later(e.stopExtend, until)
+		} else if !e.beatSeen {
+			e.startupExtend = later(e.startupExtend, until)
+		}
 	}
 	if m.Has(heartbeat.FieldStatus) {
 		e.st.Status = m.Status
@@ -248,11 +240,9 @@ func (e *Engine) Observe(m *heartbeat.Message, now time.Time) []Symptom {
 
 // beat records a heartbeat (READY counts as one). The first one ends the
 // startup: the heartbeat deadline replaces the startup deadline, and the
-// no-progress clock starts. A heartbeat also ends any extension of the
-// heartbeat deadline: the agent is back, the deadline is now + timeout.
+// no-progress clock starts.
 func (e *Engine) beat(now time.Time) {
 	e.st.LastHeartbeat = now
-	e.heartbeatExtend = time.Time{}
 	if !e.beatSeen {
 		e.beatSeen = true
 		e.st.LastProgressAt = later(e.st.LastProgressAt, now)
@@ -270,7 +260,6 @@ func (e *Engine) setWatchdog(d time.Duration, now time.Time) {
 	e.st.HeartbeatTimeout = e.heartbeatTimeout()
 	if e.beatSeen {
 		e.st.LastHeartbeat = now
-		e.heartbeatExtend = time.Time{}
 	}
 }
 
