@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestHotPathDoesNotAllocate: a healthy agent's heartbeats, tool calls and
-// samples, and the timer's Tick and NextDeadline, cost no allocation.
+// TestHotPathDoesNotAllocate: a healthy agent's heartbeats, tool calls,
+// declared waits and samples, and the timer's Tick and NextDeadline, cost
+// no allocation.
 // (Not under -race, which changes what escapes.)
 func TestHotPathDoesNotAllocate(t *testing.T) {
 	start := time.Now()
@@ -19,6 +20,7 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 	e.Observe(msg(ready), start)
 	beat := typicalBeat()
 	call := msg(watchdog, tool("search", strings.Repeat("ab", 32)))
+	wait := msg(extend(time.Minute)) // a long wait declared, within the cap
 	names := []string{"search", "fetch", "write", "read"}
 	sample := Sample{RSSBytes: 300 << 20, CPUPercent: 40, Procs: 12, FDs: 80, HaveFDs: true}
 	now := start
@@ -31,6 +33,10 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 		"Observe with a tool call": func() {
 			call.Tool = names[i%len(names)]
 			e.Observe(call, now)
+		},
+		"Observe EXTEND_TIMEOUT_USEC": func() {
+			e.Observe(wait, now)
+			e.Observe(beat, now)
 		},
 		"ObserveSample": func() { e.ObserveSample(sample, now) },
 		"Tick and NextDeadline": func() {

@@ -9,7 +9,8 @@ import (
 type deadline struct {
 	check Check
 	at    time.Time
-	// since is what the clock counts from, for the message.
+	// since is what the clock counts from, for the message; at is
+	// since + timeout, or later when EXTEND_TIMEOUT_USEC extended it.
 	since   time.Time
 	timeout time.Duration
 }
@@ -32,17 +33,18 @@ func (e *Engine) deadlines(buf *[maxDeadlines]deadline) []deadline {
 	}
 	if e.st.Stopping {
 		if c.StopTimeout > 0 {
-			at := later(e.stoppingAt.Add(c.StopTimeout), e.stopExtend)
+			at := e.extended(e.stoppingAt.Add(c.StopTimeout), e.stopExtend)
 			ds = append(ds, deadline{StopTimeout, at, e.stoppingAt, c.StopTimeout})
 		}
 		return ds // heartbeat and progress checks pause while stopping
 	}
 	starting := !e.beatSeen && c.StartupTimeout > 0
 	if starting {
-		at := later(e.st.Started.Add(c.StartupTimeout), e.startupExtend)
+		at := e.extended(e.st.Started.Add(c.StartupTimeout), e.startupExtend)
 		ds = append(ds, deadline{StartupTimeout, at, e.st.Started, c.StartupTimeout})
 	} else if t := e.st.HeartbeatTimeout; e.beatSeen && t > 0 {
-		ds = append(ds, deadline{HeartbeatTimeout, e.st.LastHeartbeat.Add(t), e.st.LastHeartbeat, t})
+		at := e.extended(e.st.LastHeartbeat.Add(t), e.heartbeatExtend)
+		ds = append(ds, deadline{HeartbeatTimeout, at, e.st.LastHeartbeat, t})
 	}
 	// The startup deadline governs until READY or the first heartbeat (a
 	// slow start is no wedged main loop); without one, an agent that never
@@ -89,17 +91,21 @@ func (e *Engine) timeoutSymptom(d deadline, now time.Time) Symptom {
 	elapsed := now.Sub(d.since)
 	s := Symptom{At: now, Check: d.check, Severity: Terminal,
 		Observed: fmtSeconds(elapsed), Threshold: d.timeout.String()}
+	var ext string
+	if by := d.at.Sub(d.since) - d.timeout; by > 0 {
+		ext = fmt.Sprintf(", extended by %s", by)
+	}
 	switch d.check {
 	case StartupTimeout:
-		s.Message = fmt.Sprintf("no READY or heartbeat %s after start (startup timeout %s)", fmtSeconds(elapsed), d.timeout)
+		s.Message = fmt.Sprintf("no READY or heartbeat %s after start (startup timeout %s%s)", fmtSeconds(elapsed), d.timeout, ext)
 	case HeartbeatTimeout:
-		s.Message = fmt.Sprintf("no heartbeat for %s (timeout %s)", fmtSeconds(elapsed), d.timeout)
+		s.Message = fmt.Sprintf("no heartbeat for %s (timeout %s%s)", fmtSeconds(elapsed), d.timeout, ext)
 	case ProgressTimeout:
 		s.Message = fmt.Sprintf("no progress for %s (last step %d, timeout %s)", fmtSeconds(elapsed), e.st.Progress, d.timeout)
 	case MaxRuntime:
 		s.Message = fmt.Sprintf("ran for %s, over the runtime limit %s", fmtSeconds(elapsed), d.timeout)
 	case StopTimeout:
-		s.Message = fmt.Sprintf("announced STOPPING %s ago and is still running (stop timeout %s)", fmtSeconds(elapsed), d.timeout)
+		s.Message = fmt.Sprintf("announced STOPPING %s ago and is still running (stop timeout %s%s)", fmtSeconds(elapsed), d.timeout, ext)
 	}
 	return s
 }

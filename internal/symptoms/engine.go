@@ -60,9 +60,13 @@ type Engine struct {
 	st       State
 	beatSeen bool
 
-	startupExtend time.Time
-	stoppingAt    time.Time
-	stopExtend    time.Time
+	// The latest instants that EXTEND_TIMEOUT_USEC asked for, unclamped
+	// (deadlines applies max_extension): before the first heartbeat, since
+	// the last heartbeat, and since STOPPING=1.
+	startupExtend   time.Time
+	heartbeatExtend time.Time
+	stopExtend      time.Time
+	stoppingAt      time.Time
 	// watchdog is the agent's WATCHDOG_USEC before clamping; 0 = none.
 	watchdog time.Duration
 
@@ -189,12 +193,7 @@ func (e *Engine) Observe(m *heartbeat.Message, now time.Time) []Symptom {
 		e.st.Stopping, e.stoppingAt = true, now
 	}
 	if m.Has(heartbeat.FieldExtendTimeoutUSec) {
-		until := now.Add(usec(m.ExtendTimeoutUSec))
-		if e.st.Stopping {
-			e.stopExtend = later(e.stopExtend, until)
-		} else if !e.beatSeen {
-			e.startupExtend = later(e.startupExtend, until)
-		}
+		out = append(out, e.extend(usec(m.ExtendTimeoutUSec), now)...)
 	}
 	if m.Has(heartbeat.FieldStatus) {
 		e.st.Status = m.Status
@@ -240,9 +239,11 @@ func (e *Engine) Observe(m *heartbeat.Message, now time.Time) []Symptom {
 
 // beat records a heartbeat (READY counts as one). The first one ends the
 // startup: the heartbeat deadline replaces the startup deadline, and the
-// no-progress clock starts.
+// no-progress clock starts. A heartbeat also ends any extension of the
+// heartbeat deadline: the agent is back, the deadline is now + timeout.
 func (e *Engine) beat(now time.Time) {
 	e.st.LastHeartbeat = now
+	e.heartbeatExtend = time.Time{}
 	if !e.beatSeen {
 		e.beatSeen = true
 		e.st.LastProgressAt = later(e.st.LastProgressAt, now)
@@ -260,6 +261,7 @@ func (e *Engine) setWatchdog(d time.Duration, now time.Time) {
 	e.st.HeartbeatTimeout = e.heartbeatTimeout()
 	if e.beatSeen {
 		e.st.LastHeartbeat = now
+		e.heartbeatExtend = time.Time{}
 	}
 }
 

@@ -83,6 +83,7 @@ func (r *input) config() Config {
 	if on&128 != 0 {
 		c.ToolLoop = &config.ToolLoop{Repeats: int(r.u8() % 6)}
 	}
+	c.MaxExtension = r.dur() * 4 // 0: the default
 	return Config{Checks: c, StopTimeout: r.dur()}
 }
 

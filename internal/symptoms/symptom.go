@@ -1,6 +1,7 @@
-// Package symptoms decides why an agent must die. It owns the checks of
-// DESIGN §3: it turns authenticated heartbeat messages, kernel samples and
-// the passing of time into symptoms, and reports the first terminal one.
+// Package symptoms decides why an agent must die. It owns the symptom
+// checks, whose names are stable (config keys, certificates, metrics): it
+// turns authenticated heartbeat messages, kernel samples and the passing of
+// time into symptoms, and reports the first terminal one.
 //
 // Everything here is pure decision code: no sockets, no processes, no
 // goroutines, no clock reads. Every entry point takes `now`; timeouts are
@@ -15,7 +16,7 @@ import "time"
 // Check is a stable check name (config keys, certificates, metrics).
 type Check string
 
-// The checks of DESIGN §3, plus "external" for deaths hermeskilld did not cause.
+// The checks, plus "external" for deaths hermeskilld did not cause.
 const (
 	StartupTimeout   Check = "startup_timeout"
 	HeartbeatTimeout Check = "heartbeat_timeout"
