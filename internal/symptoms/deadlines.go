@@ -20,11 +20,12 @@ type deadline struct {
 const maxDeadlines = 3
 
 // deadlines lists the timeouts currently armed, in buf (so that the hot
-// path does not allocate). None is armed once a terminal symptom fired:
-// nothing more will be acted on.
+// path does not allocate). Once a terminal symptom fired none is armed:
+// nothing more will be acted on; in shadow mode every check that has not
+// fired yet stays armed, until an operator's kill.
 func (e *Engine) deadlines(buf *[maxDeadlines]deadline) []deadline {
 	ds := buf[:0]
-	if e.terminal != nil {
+	if e.terminal != nil && (!e.cfg.Shadow || e.manual) {
 		return ds
 	}
 	c := e.cfg
@@ -36,7 +37,7 @@ func (e *Engine) deadlines(buf *[maxDeadlines]deadline) []deadline {
 			at := e.extended(e.stoppingAt.Add(c.StopTimeout), e.stopExtend)
 			ds = append(ds, deadline{StopTimeout, at, e.stoppingAt, c.StopTimeout})
 		}
-		return ds // heartbeat and progress checks pause while stopping
+		return e.unfired(ds) // heartbeat and progress checks pause while stopping
 	}
 	starting := !e.beatSeen && c.StartupTimeout > 0
 	if starting {
@@ -52,7 +53,23 @@ func (e *Engine) deadlines(buf *[maxDeadlines]deadline) []deadline {
 	if c.ProgressTimeout > 0 && !starting {
 		ds = append(ds, deadline{ProgressTimeout, e.st.LastProgressAt.Add(c.ProgressTimeout), e.st.LastProgressAt, c.ProgressTimeout})
 	}
-	return ds
+	return e.unfired(ds)
+}
+
+// unfired drops the deadlines of checks that already fired (shadow mode:
+// each check fires at most once), in place.
+func (e *Engine) unfired(ds []deadline) []deadline {
+	if e.terminal == nil {
+		return ds // nothing fired yet
+	}
+	n := 0
+	for _, d := range ds {
+		if !e.fired[d.check] {
+			ds[n] = d
+			n++
+		}
+	}
+	return ds[:n]
 }
 
 // NextDeadline is the earliest armed deadline; ok is false when none is.
@@ -68,8 +85,22 @@ func (e *Engine) NextDeadline() (at time.Time, ok bool) {
 }
 
 // Tick evaluates the armed deadlines at now (monotonic comparison) and
-// returns the terminal symptom of the earliest one that passed, if any.
+// returns the terminal symptom of the earliest one that passed, if any. In
+// shadow mode, where checks stay armed after a terminal symptom, it returns
+// one for every deadline that passed, earliest first.
 func (e *Engine) Tick(now time.Time) []Symptom {
+	var out []Symptom
+	for {
+		d, ok := e.passed(now)
+		if !ok {
+			return out
+		}
+		out = append(out, e.fire(e.timeoutSymptom(d, now))...)
+	}
+}
+
+// passed returns the earliest armed deadline at or before now.
+func (e *Engine) passed(now time.Time) (deadline, bool) {
 	var buf [maxDeadlines]deadline
 	first := -1
 	ds := e.deadlines(&buf)
@@ -82,9 +113,9 @@ func (e *Engine) Tick(now time.Time) []Symptom {
 		}
 	}
 	if first < 0 {
-		return nil
+		return deadline{}, false
 	}
-	return e.fire(e.timeoutSymptom(ds[first], now))
+	return ds[first], true
 }
 
 func (e *Engine) timeoutSymptom(d deadline, now time.Time) Symptom {

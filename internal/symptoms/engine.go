@@ -17,6 +17,11 @@ const maxLog = 256
 type Config struct {
 	config.Checks
 	StopTimeout time.Duration
+	// Shadow keeps every check running after a terminal symptom, so that
+	// each check that would have killed the agent is reported, once: shadow
+	// mode records them all, where enforcing stops at the first. Terminal
+	// still returns the first.
+	Shadow bool
 }
 
 // State is what the agent reported about itself, for `ps` and the certificate.
@@ -75,6 +80,7 @@ type Engine struct {
 	warned   map[Check]bool
 	fired    map[Check]bool
 	terminal *Symptom
+	manual   bool // an operator's kill: real in every mode
 	log      []Symptom
 }
 
@@ -157,8 +163,11 @@ func (e *Engine) Terminal() (Symptom, bool) {
 }
 
 // Manual records an operator's kill request as the terminal symptom (unless
-// one already fired: then it is logged, and first reports false).
+// one already fired: then it is logged, and first reports false). An
+// operator's kill is carried out in shadow mode too: from then on no
+// deadline is armed in any mode.
 func (e *Engine) Manual(operator, reason string, now time.Time) (s Symptom, first bool) {
+	e.manual = true
 	msg := "killed by " + operator
 	if reason != "" {
 		msg += ": " + reason

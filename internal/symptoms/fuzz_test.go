@@ -84,7 +84,7 @@ func (r *input) config() Config {
 		c.ToolLoop = &config.ToolLoop{Repeats: int(r.u8() % 6)}
 	}
 	c.MaxExtension = r.dur() * 4 // 0: the default
-	return Config{Checks: c, StopTimeout: r.dur()}
+	return Config{Checks: c, StopTimeout: r.dur(), Shadow: r.u8()&1 != 0}
 }
 
 func (r *input) message() *heartbeat.Message {
@@ -164,9 +164,9 @@ func (r *input) sample() Sample {
 //   - Terminal, once set, never changes, is the first terminal symptom
 //     returned, and is in the log; each check (but manual) fires at most
 //     once, and never warns after it fired;
-//   - while no terminal fired, NextDeadline is strictly after the last
-//     now given (so a timer armed for it is never in the past); after one,
-//     nothing is armed;
+//   - while no terminal fired, or in shadow mode until a manual kill,
+//     NextDeadline is strictly after the last now given (so a timer armed
+//     for it is never in the past); otherwise nothing is armed;
 //   - a Tick at or after NextDeadline fires, a Tick before it does not,
 //     and so does the deadline check that opens Observe and ObserveSample.
 func FuzzEngine(f *testing.F) {
@@ -178,11 +178,13 @@ func FuzzEngine(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := &input{data}
 		now := time.Now()
-		e := New(r.config(), now)
+		cfg := r.config()
+		e := New(cfg, now)
 		var (
 			term     *Symptom
 			log      []Symptom
 			warnings int
+			killed   bool // by Manual
 		)
 		for step := 0; len(r.b) > 0 && step < 500; step++ {
 			now = now.Add(time.Duration(r.u8()%32) * 100 * time.Millisecond)
@@ -208,11 +210,13 @@ func FuzzEngine(f *testing.F) {
 			case 3, 4:
 				syms = e.ObserveSample(r.sample(), now)
 			case 5:
-				syms = e.Reconfigure(r.config(), now)
+				cfg = r.config()
+				syms = e.Reconfigure(cfg, now)
 			case 6:
 				var s Symptom
 				s, first = e.Manual("op", "why", now)
 				syms = []Symptom{s}
+				killed = true
 				require.Equal(t, term == nil, first)
 			}
 
@@ -247,7 +251,7 @@ func FuzzEngine(f *testing.F) {
 
 			// Deadlines.
 			at, ok := e.NextDeadline()
-			if term != nil {
+			if term != nil && (!cfg.Shadow || killed) {
 				require.False(t, ok, "armed at %s after a terminal symptom", at)
 			} else if ok {
 				require.True(t, at.After(now), "deadline %s not after now %s", at, now)
