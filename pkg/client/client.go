@@ -21,6 +21,15 @@ const redialInterval = time.Second
 type Client struct {
 	supervised bool
 	watchdog   time.Duration // WATCHDOG_USEC, 0 when unset
+	// systemd: the address came from NOTIFY_SOCKET alone. systemd cannot
+	// extend a watchdog, so a declared wait is covered with WATCHDOG=1.
+	systemd bool
+
+	// What the background heartbeat knows of the work loop, in nanoseconds
+	// of the monotonic clock since epoch (see Heartbeat and Extend).
+	epoch   time.Time
+	active  atomic.Int64 // when the work loop last called the client
+	waitEnd atomic.Int64 // the latest end of the open declared waits; 0 = none
 
 	mu        sync.Mutex // guards the fields below, and serialises sends
 	fd        int
@@ -31,7 +40,8 @@ type Client struct {
 	closed    bool
 	lastDial  time.Time
 	now       func() time.Time
-	buf       []byte // the message being built
+	buf       []byte  // the message being built
+	waits     []int64 // the ends of the open declared waits
 
 	dropped atomic.Uint64
 
@@ -44,7 +54,9 @@ type Client struct {
 
 // FromEnv returns a client for the supervisor named by HERMESKILL_SOCKET, or
 // else NOTIFY_SOCKET, with the heartbeat timeout from WATCHDOG_USEC. When
-// neither variable is set it returns a no-op client and no error.
+// neither variable is set it returns a no-op client and no error. A client
+// of NOTIFY_SOCKET alone talks to systemd, which cannot extend a watchdog:
+// see Extend.
 //
 // Errors: ErrBadAddress or ErrBadWatchdog for a malformed variable, or the
 // socket error of New (e.g. syscall.ENOENT when the socket does not exist).
@@ -62,6 +74,7 @@ func FromEnv() (*Client, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	c.watchdog = watchdog
+	c.systemd = name == "NOTIFY_SOCKET"
 	return c, nil
 }
 
@@ -92,6 +105,7 @@ func New(addr string) (*Client, error) {
 
 func newClient() *Client {
 	return &Client{
+		epoch:    time.Now(), // the creation counts as activity
 		fd:       -1,
 		now:      time.Now,
 		buf:      make([]byte, 0, 2*maxText+256),

@@ -214,6 +214,7 @@ func TestReconnectRetriesTheMessage(t *testing.T) {
 func TestHeartbeatUntilContextEnds(t *testing.T) {
 	sup := newSupervisor(t)
 	c := sup.dial()
+	client.SetWatchdog(c, time.Hour) // the creation vouches for an hour
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

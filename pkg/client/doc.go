@@ -8,7 +8,8 @@
 // newline-separated KEY=VALUE lines:
 //
 //	READY=1                      startup done
-//	WATCHDOG=1                   heartbeat
+//	WATCHDOG=1                   heartbeat: the work loop is alive
+//	EXTEND_TIMEOUT_USEC=N        a wait of up to N µs: no heartbeat meanwhile
 //	WATCHDOG=trigger + STATUS=…  the agent asks to be killed
 //	STATUS=text                  free text shown by `hermeskilld ps`
 //	STOPPING=1                   the agent is shutting down by itself
@@ -29,6 +30,33 @@
 // cause, and [Client.Warnings] delivers warnings. The client's socket is
 // connected to the supervisor's, so the kernel refuses directives from any
 // other socket.
+//
+// # What the background heartbeat proves
+//
+// [Client.Heartbeat], run in its own goroutine, proves only that a goroutine
+// lives, which is not that the agent works: a main loop spinning in for {}
+// or blocked forever leaves it running. So it vouches for the agent only
+// while the work loop passes through the client: it sends WATCHDOG=1 while
+// some reporting method (Progress, ToolCall, Usage, Error, Status, Beat, …)
+// was called within the heartbeat timeout (WATCHDOG_USEC; three beat
+// intervals when it is unset), and then falls silent, so the supervisor
+// kills a wedged loop at most about two timeouts after its last call.
+//
+//	c.Ready()
+//	go c.Heartbeat(ctx, 0)
+//	for step := uint64(1); ctx.Err() == nil; step++ {
+//		end := c.Extend(5 * time.Minute) // a model call of minutes
+//		answer, err := model.Complete(ctx, prompt)
+//		end()
+//		…
+//		c.Progress(step) // once per step, at least once per timeout
+//	}
+//
+// A call that may block longer than the timeout is declared with
+// [Client.Extend]: it sends EXTEND_TIMEOUT_USEC, which hermeskilld bounds
+// by its max_extension, and Heartbeat keeps the wait vouched for up to the
+// declared time, no longer. docs/protocol.md in the repository states the
+// rule for every client.
 //
 // Every method is safe for concurrent use and never blocks the agent: a message
 // that cannot be sent at once is dropped and counted ([Client.Dropped]). When the

@@ -41,6 +41,8 @@ func TestFromEnvUnsupervised(t *testing.T) {
 	c.Ready()
 	c.Beat()
 	c.Heartbeat(context.Background(), 0) // returns at once
+	end := c.Extend(time.Minute)
+	end()
 	c.Progress(1)
 	c.Usage(1, 1)
 	require.NoError(t, c.ToolCall("x", func() {}), "no hashing when unsupervised")

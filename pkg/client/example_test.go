@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hermeskill/hermeskilld/pkg/client"
 )
@@ -60,3 +61,26 @@ func ExampleArgsHash() {
 	fmt.Println(sum)
 	// Output: 6802a7c2b17e87b4a48247e8a05a547826899abba22624e4123454068da8f6eb
 }
+
+// A work loop vouched for by the background heartbeat: it calls the client
+// every step, and declares the model call that may take minutes.
+func ExampleClient_Extend() {
+	c, err := client.FromEnv()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	ctx := c.Context(context.Background())
+	c.Ready()
+	go c.Heartbeat(ctx, 0)
+	for step := uint64(1); step <= 3 && ctx.Err() == nil; step++ {
+		end := c.Extend(5 * time.Minute)
+		answer := slowModelCall(ctx)
+		end()
+		c.Status(answer)
+		c.Progress(step)
+	}
+}
+
+func slowModelCall(context.Context) string { return "an answer" }

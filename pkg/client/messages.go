@@ -21,7 +21,8 @@ var (
 // Ready tells the supervisor that startup is done (READY=1).
 func (c *Client) Ready() { c.sendConst(msgReady) }
 
-// Beat sends one heartbeat (WATCHDOG=1). It does not allocate.
+// Beat sends one heartbeat (WATCHDOG=1) from the work loop: unlike the
+// beats of Heartbeat, it counts as activity. It does not allocate.
 func (c *Client) Beat() { c.sendConst(msgWatchdog) }
 
 // Stopping tells the supervisor that the agent is shutting down by itself
@@ -31,11 +32,17 @@ func (c *Client) Stopping() { c.sendConst(msgStopping) }
 // Status sets the free text shown by `hermeskilld ps` (STATUS=text).
 func (c *Client) Status(text string) { c.sendText("STATUS=", text) }
 
-// Error reports that one error happened (ERROR=text). A nil err is ignored.
+// Error reports that one error happened (ERROR=text). A nil err sends
+// nothing, but still counts as activity.
 func (c *Client) Error(err error) {
-	if err != nil && c.supervised {
-		c.sendText("ERROR=", err.Error())
+	if !c.supervised {
+		return
 	}
+	if err == nil {
+		c.touch()
+		return
+	}
+	c.sendText("ERROR=", err.Error())
 }
 
 // Trigger asks the supervisor to kill the agent now, giving reason as its
@@ -48,6 +55,7 @@ func (c *Client) Progress(n uint64) {
 	if !c.supervised {
 		return
 	}
+	c.touch()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.buf = strconv.AppendUint(append(c.buf[:0], "PROGRESS="...), n, 10)
@@ -60,6 +68,7 @@ func (c *Client) Usage(tokens uint64, costUSD float64) {
 	if !c.supervised {
 		return
 	}
+	c.touch()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.buf = strconv.AppendUint(append(c.buf[:0], "TOKENS="...), tokens, 10)
@@ -76,6 +85,7 @@ func (c *Client) ToolCall(name string, args any) error {
 	if !c.supervised {
 		return nil
 	}
+	c.touch()
 	sum, err := ArgsHash(args)
 	if err != nil {
 		return err
@@ -98,19 +108,23 @@ func (c *Client) DumpSignal(sig syscall.Signal) {
 	}
 }
 
+// sendConst sends msg for the work loop: it counts as activity.
 func (c *Client) sendConst(msg []byte) {
 	if !c.supervised {
 		return
 	}
+	c.touch()
 	c.mu.Lock()
 	c.send(msg)
 	c.mu.Unlock()
 }
 
+// sendText sends prefix and text for the work loop: it counts as activity.
 func (c *Client) sendText(prefix, text string) {
 	if !c.supervised {
 		return
 	}
+	c.touch()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.buf = appendText(append(c.buf[:0], prefix...), text)
