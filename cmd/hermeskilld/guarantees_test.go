@@ -3,12 +3,15 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
@@ -140,4 +143,112 @@ except KeyboardInterrupt:
 		require.Equal(t, 0, r.code, r.stderr)
 		require.Contains(t, r.stderr, "killed (manual")
 	})
+}
+
+// familyAgent starts a child and a child in a session of its own (both
+// with the marker in their argv), ignores the stop signals, says READY
+// after 200 ms and never beats: with --heartbeat-timeout 300ms the ladder
+// starts about half a second in. Every process carries the marker.
+const familyAgent = `
+import os, signal, socket, subprocess, sys, time
+m = sys.argv[1]
+SLEEP = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True: time.sleep(1)"
+subprocess.Popen([sys.executable, "-c", SLEEP, m, "child"])
+subprocess.Popen([sys.executable, "-c", SLEEP, m, "session"], start_new_session=True)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+time.sleep(0.2)
+socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"READY=1", os.environ["NOTIFY_SOCKET"])
+while True:
+    time.sleep(1)
+`
+
+// Fail closed at any moment: supervise SIGKILLed at a random time —
+// before READY, while running, or in the middle of the ladder — leaves no
+// process of its agent alive, in either containment mode.
+func TestFailClosedAtAnyMoment(t *testing.T) {
+	runs := soakRuns(t, 3)
+	py := python(t)
+	src := agent(t, t.TempDir(), familyAgent)
+	for _, mode := range containmentModes(t) {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			left := 0
+			for i := range runs {
+				m := fmt.Sprintf("%s-%d", marker(t), i)
+				h := hkStart(t, nil, "supervise", "--id", "fc", "--containment", mode, "--heartbeat-timeout", "300ms",
+					"--coop-grace", "2s", "--term-grace", "2s", "--certs-dir", t.TempDir(), "--", py, src, m)
+				delay := time.Duration(rand.Int64N(int64(1500 * time.Millisecond)))
+				time.Sleep(delay) // the random moment of the SIGKILL: what the test is about, not a synchronisation
+				require.NoError(t, h.cmd.Process.Signal(syscall.SIGKILL))
+				_ = h.cmd.Wait()
+				if !assert.Eventually(t, func() bool { return len(survivors(m)) == 0 }, failClosedBound, 10*time.Millisecond,
+					"run %d: SIGKILL after %s left %v", i, delay, survivors(m)) {
+					left += len(survivors(m))
+					requireNoSurvivors(t, m)
+				}
+			}
+			require.Zero(t, left, "processes left over %d runs", runs)
+		})
+	}
+}
+
+// Fail closed for the daemon: SIGKILL of a daemon running five agents,
+// each with a child and a child in a session of its own, leaves none of
+// the fifteen processes alive.
+func TestFailClosedDaemonKilled(t *testing.T) {
+	for _, mode := range containmentModes(t) {
+		t.Run(mode, func(t *testing.T) {
+			m := marker(t)
+			t.Cleanup(func() { requireNoSurvivors(t, m) })
+			d := startDaemon(t, "containment: "+mode+"\n")
+			src := agent(t, d.root, familyAgent)
+			for i := range 5 {
+				d.writeAgent(fmt.Sprintf("a%d", i), fmt.Sprintf("id: a%d\ncommand: [%s, %s, %q]\n", i, python(t), src, m))
+			}
+			require.Eventually(t, func() bool { return len(survivors(m)) == 15 }, 30*time.Second, 10*time.Millisecond,
+				"five agents with two children each")
+			d.stop(syscall.SIGKILL)
+			require.Eventually(t, func() bool { return len(survivors(m)) == 0 }, failClosedBound, 10*time.Millisecond,
+				"agent processes outlived the SIGKILLed daemon: %v", survivors(m))
+		})
+	}
+}
+
+// A forged heartbeat in process-group mode: a process of the agent's
+// session (not its descendant) joins the agent's process group and sends
+// WATCHDOG=1 on the agent's socket. It is not the agent's: the wedged
+// agent still dies of its missed heartbeats, on time.
+func TestForgedHeartbeatFromGroupJoiner(t *testing.T) {
+	dir := t.TempDir()
+	py := python(t)
+	h := hkStart(t, nil, "supervise", "--id", "forged", "--containment", "pgroup", "--heartbeat-timeout", "1s",
+		"--coop-grace", "100ms", "--term-grace", "100ms", "--certs-dir", dir, "--", py, agent(t, dir, `
+import os, socket
+socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"READY=1", os.environ["NOTIFY_SOCKET"])
+print("agent", os.getpid(), os.environ["NOTIFY_SOCKET"], flush=True)
+while True:
+    pass
+`))
+	f := h.expect(t, `^agent (\d+) (\S+)$`)
+	// Started by the test, in the test's session — which is the agent's:
+	// supervise puts the agent in a group of its own, not a session.
+	forger := command(t, nil, py, "-c", `
+import os, socket, sys, time
+os.setpgid(0, int(sys.argv[1]))
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+while True:
+    try:
+        s.sendto(b"WATCHDOG=1", sys.argv[2])
+    except OSError:
+        pass
+    time.sleep(0.1)
+`, f[1], f[2])
+	require.NoError(t, forger.Start())
+	t.Cleanup(func() { _ = forger.Process.Kill(); _ = forger.Wait() })
+	r := h.wait(t)
+	require.NotZero(t, r.code, r.stderr)
+	c := readCert(t, dir)
+	require.Equal(t, "heartbeat_timeout", c.TriggerCheck, "the forged heartbeats kept the wedged agent alive")
+	require.Less(t, c.TriggeredAt.Sub(c.StartedAt), 5*time.Second)
 }

@@ -4,6 +4,13 @@
 // for every kill. See `hermeskilld --help`.
 package main
 
-import "os"
+import (
+	"os"
 
-func main() { os.Exit(run(os.Args[1:])) }
+	"github.com/hermeskill/hermeskilld/internal/keeper"
+)
+
+func main() {
+	keeper.Main() // when started as hermeskilld's keeper, runs it and exits
+	os.Exit(run(os.Args[1:]))
+}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/keeper"
 )
 
 // The test binary doubles as hermeskilld: with HK_AS_HERMESKILLD=1 it runs
@@ -25,6 +27,7 @@ import (
 const asMain = "HK_AS_HERMESKILLD"
 
 func TestMain(m *testing.M) {
+	keeper.Main()
 	if os.Getenv(asMain) == "1" {
 		os.Exit(run(os.Args[1:]))
 	}

@@ -21,7 +21,9 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/audit"
 	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/keeper"
 	"github.com/hermeskill/hermeskilld/internal/metrics"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/recorder"
@@ -144,6 +146,10 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 		return &exitError{code: exitUsage, err: err}
 	}
 	defer rt.Close()
+	kp, err := startKeeper(rt, cgm, log)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 
 	// Stop signals are caught before the agent starts, so none is lost.
 	sigs := make(chan os.Signal, 8)
@@ -173,7 +179,7 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 		}()
 	}
 	opts := supervisor.Options{
-		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, SocketDir: sockDir,
+		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, Keeper: kp, SocketDir: sockDir,
 		CertsDir: certsDir, Log: log, OnEvent: rec.Event, HeartbeatRate: config.DefaultHeartbeatRate,
 	}
 	if f.signingKey != "" {
@@ -199,6 +205,7 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	}
 	r, err := supervisor.Start(opts)
 	if err != nil {
+		_ = kp.Close()
 		var se *procsup.StartError
 		if errors.As(err, &se) {
 			return &exitError{code: se.Code, err: se}
@@ -213,6 +220,9 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	}
 	go relaySignals(sigs, r, log)
 	out := r.Wait()
+	if err := kp.Close(); err != nil {
+		log.Warn("keeper", zap.Error(err))
+	}
 	report(c.ErrOrStderr(), a, out)
 	if code := exitCode(out, f.preserveStatus); code != 0 {
 		return &exitError{code: code}
@@ -235,6 +245,21 @@ func exitCode(out supervisor.Outcome, preserve bool) int {
 		return exitKilledClean
 	}
 	return code
+}
+
+// startKeeper starts the keeper that kills the agent's processes should
+// hermeskilld die, even by SIGKILL. As the init of a PID namespace (a
+// container's entrypoint) none is needed: the kernel kills the whole
+// namespace when its init dies.
+func startKeeper(rt *procsup.Runtime, cgm *cgroup.Manager, log *zap.Logger) (*keeper.Keeper, error) {
+	if rt.IsPID1() {
+		return nil, nil
+	}
+	kp, err := keeper.Start(keeper.Options{Runtime: rt, Cgroups: cgm, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("%w (it kills the agent's processes should hermeskilld die; without it they could outlive a SIGKILL)", err)
+	}
+	return kp, nil
 }
 
 // relaySignals turns signals to hermeskilld into a manual kill (the first

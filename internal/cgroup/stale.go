@@ -119,3 +119,73 @@ func (m *Manager) isOwner(name string, comm bool) bool {
 	}
 	return false
 }
+
+// Owner identifies the hermeskilld process whose agent cgroups carry its
+// name: pid, start time and PID namespace (see the package documentation).
+type Owner struct {
+	PID          int
+	Start, PIDNS uint64
+}
+
+// Owner is this Manager's process, as its group names carry it.
+func (m *Manager) Owner() Owner { return Owner{PID: m.pid, Start: m.start, PIDNS: m.pidns} }
+
+// ReapOwned kills every process of every agent cgroup under base that
+// owner created, then waits for each group to empty (bounded) and removes
+// it. It is how a keeper empties the groups of a hermeskilld that died:
+// unlike CleanupStale it needs no Manager of the dead process and judges
+// nothing by /proc (the owner may be a zombie its parent has not reaped).
+// Every group is killed before any is waited for, so one slow group does
+// not keep the others alive. It returns the directories removed; failures
+// are joined in the error while the other groups are still cleaned.
+func ReapOwned(base string, owner Owner) ([]string, error) {
+	if owner.PID <= 0 || owner.Start == 0 {
+		return nil, fmt.Errorf("reap cgroups under %s: owner %+v is not exact", base, owner)
+	}
+	p, err := locate(Options{Base: base})
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{h: p.h, base: p.base, procRoot: "/proc", removeWait: defaultRemoveWait}
+	entries, err := os.ReadDir(m.base)
+	if err != nil {
+		return nil, fmt.Errorf("reap cgroups: %w", err)
+	}
+	var groups []*Group
+	var errs []error
+	for _, e := range entries {
+		o, ok := parseGroupName(e.Name())
+		if !e.IsDir() || !ok || o.pid != owner.PID || o.start != owner.Start || o.pidns != owner.PIDNS {
+			continue
+		}
+		g, err := m.open(filepath.Join(m.base, e.Name()))
+		if err == nil {
+			err = g.Kill()
+		}
+		if err != nil {
+			errs = append(errs, err)
+			if g != nil {
+				g.Close()
+			}
+			continue
+		}
+		groups = append(groups, g)
+	}
+	var removed []string
+	for _, g := range groups {
+		ctx, cancel := context.WithTimeout(context.Background(), staleWait)
+		err := g.WaitEmpty(ctx)
+		cancel()
+		if err == nil {
+			err = g.Remove()
+		} else {
+			g.Close()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cgroup %s: %w", g.dir, err))
+			continue
+		}
+		removed = append(removed, g.dir)
+	}
+	return removed, errors.Join(errs...)
+}

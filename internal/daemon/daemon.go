@@ -24,6 +24,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/keeper"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/recorder"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
@@ -52,6 +53,7 @@ type Daemon struct {
 
 	rt      *procsup.Runtime
 	cgm     *cgroup.Manager
+	kp      *keeper.Keeper
 	signer  *certs.Signer
 	held    *held
 	rec     *recorder.Recorder
@@ -175,8 +177,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go func() { srvErr <- srv.Serve(srvCtx) }()
 	defer func() { srvCancel(); srv.Close(); <-srvErr }()
 
+	// Before any agent starts: should the daemon die, even by SIGKILL,
+	// the keeper kills every process of every agent.
+	kp, err := keeper.Start(keeper.Options{Runtime: d.rt, Cgroups: d.cgm, Log: d.log})
+	if err != nil {
+		return err
+	}
+	d.kp = kp
 	w, err := d.watch()
 	if err != nil {
+		_ = kp.Close()
 		return err
 	}
 	defer w.Close()
@@ -255,6 +265,9 @@ func (d *Daemon) shutdown(why string) error {
 	for _, s := range slots {
 		<-s.done
 	}
+	if err := d.kp.Close(); err != nil {
+		d.log.Warn("keeper", zap.Error(err))
+	}
 	d.rt.Close()
 	err := d.rec.Audit.Close()
 	d.log.Info("daemon stopped")
@@ -275,7 +288,7 @@ func (d *Daemon) startRun(s *slot, a *config.Agent) (*supervisor.Run, error) {
 	rate := d.cfg.HeartbeatRate
 	d.mu.Unlock()
 	r, err := supervisor.Start(supervisor.Options{
-		Agent: a, Runtime: d.rt, Cgroups: d.cgm, SocketDir: filepath.Join(d.socketsDir, a.ID),
+		Agent: a, Runtime: d.rt, Cgroups: d.cgm, Keeper: d.kp, SocketDir: filepath.Join(d.socketsDir, a.ID),
 		Credential: cred, StdoutSink: logw, StderrSink: logw,
 		CertsDir: d.certsDir, Signer: d.signer, HeartbeatRate: rate,
 		OnEvent: d.rec.Event, Log: d.log,

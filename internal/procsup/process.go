@@ -22,6 +22,9 @@ func (e *StartError) Unwrap() error { return e.Err }
 
 // Spec is what to run.
 type Spec struct {
+	// Path is the file to execute; empty means Argv[0], looked up in
+	// PATH when it has no slash.
+	Path string
 	Argv []string
 	Env  []string
 	Dir  string
@@ -32,6 +35,12 @@ type Spec struct {
 	// CgroupFD, when > 0, starts the child straight into that cgroup
 	// (clone3 CLONE_INTO_CGROUP), so not one instruction runs outside it.
 	CgroupFD int
+	// Helper starts a process of hermeskilld's own (the keeper) rather
+	// than an agent: without PR_SET_PDEATHSIG, since it must outlive us,
+	// in a session of its own, so that a terminal's signals or a kill of
+	// our process group do not reach it, and never counted in an agent's
+	// process tree.
+	Helper bool
 }
 
 // ExitStatus is how a process ended, from its raw wait status.
@@ -72,6 +81,7 @@ type Process struct {
 	done    chan struct{}
 	status  ExitStatus
 	exited  time.Time
+	reaped  func() // called once reaped, before Done is closed
 }
 
 // PID is the child's pid.
@@ -118,6 +128,9 @@ func (p *Process) wait(r *reaper, pidfd int) {
 		st, err = p.waitProcess()
 	}
 	p.exited = time.Now()
+	if p.reaped != nil {
+		p.reaped()
+	}
 	r.released(p.pid)
 	_ = p.proc.Release()
 	if err != nil {

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/procfs"
 )
 
 // Runtime starts and reaps children. There is one per process.
@@ -15,6 +18,10 @@ type Runtime struct {
 	reaper   *reaper
 	pid1     bool
 	pollWait bool
+	fs       procfs.FS
+
+	mu      sync.Mutex
+	helpers map[int]bool // live children started with Spec.Helper
 }
 
 // Options configure a Runtime.
@@ -36,7 +43,8 @@ func NewRuntime(opts Options) (*Runtime, error) {
 		return nil, os.NewSyscallError("prctl PR_SET_CHILD_SUBREAPER", err)
 	}
 	spawner() // start the forking thread now, while the caller sets up
-	return &Runtime{reaper: newReaper(opts.OnOrphan), pid1: os.Getpid() == 1, pollWait: opts.PollWait}, nil
+	return &Runtime{reaper: newReaper(opts.OnOrphan), pid1: os.Getpid() == 1, pollWait: opts.PollWait,
+		fs: procfs.Default(), helpers: make(map[int]bool)}, nil
 }
 
 // Close stops the reaper. Children still running are not touched.
@@ -48,8 +56,40 @@ func (rt *Runtime) IsPID1() bool { return rt.pid1 }
 // OrphansReaped counts orphans reaped so far.
 func (rt *Runtime) OrphansReaped() uint64 { return rt.reaper.orphans.Load() }
 
-// HasChildren reports whether we have any child left, running or zombie.
-func (rt *Runtime) HasChildren() bool { return hasChildren() }
+// HasChildren reports whether we have any child left, running or zombie,
+// other than our helpers.
+func (rt *Runtime) HasChildren() bool {
+	if !hasChildren() {
+		return false
+	}
+	rt.mu.Lock()
+	helpers := len(rt.helpers)
+	rt.mu.Unlock()
+	if helpers == 0 {
+		return true
+	}
+	// A helper is a child too: look for any other. (The kernel lists a
+	// task's children only with CONFIG_PROC_CHILDREN; the scan of /proc
+	// works everywhere.)
+	snap, err := rt.fs.Scan()
+	if err != nil {
+		return true // fail closed: the tree is not known to be empty
+	}
+	self := os.Getpid()
+	for pid, st := range snap {
+		if st.PPID == self && !rt.IsHelper(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsHelper reports whether pid is a live child started with Spec.Helper.
+func (rt *Runtime) IsHelper(pid int) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.helpers[pid]
+}
 
 // Start runs spec in its own process group, with PR_SET_PDEATHSIG=SIGKILL,
 // and starts the one goroutine that waits on it.
@@ -57,7 +97,10 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 	if len(spec.Argv) == 0 {
 		return nil, &StartError{Code: 127, Err: errors.New("empty command")}
 	}
-	path := spec.Argv[0]
+	path := spec.Path
+	if path == "" {
+		path = spec.Argv[0]
+	}
 	if filepath.Base(path) == path {
 		var err error
 		if path, err = lookPath(path); err != nil {
@@ -89,6 +132,9 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 		Pdeathsig:  syscall.SIGKILL,
 		Credential: spec.Credential,
 	}
+	if spec.Helper {
+		sys.Setpgid, sys.Setsid, sys.Pdeathsig = false, true, 0
+	}
 	if spec.CgroupFD > 0 {
 		sys.UseCgroupFD, sys.CgroupFD = true, spec.CgroupFD
 	}
@@ -110,6 +156,16 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 	rt.reaper.mu.Unlock()
 
 	proc := &Process{proc: p, pid: p.Pid, started: started, done: make(chan struct{})}
+	if spec.Helper {
+		rt.mu.Lock()
+		rt.helpers[p.Pid] = true
+		rt.mu.Unlock()
+		proc.reaped = func() {
+			rt.mu.Lock()
+			delete(rt.helpers, p.Pid)
+			rt.mu.Unlock()
+		}
+	}
 	go proc.wait(rt.reaper, pidfd)
 	return proc, nil
 }

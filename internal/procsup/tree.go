@@ -22,10 +22,12 @@ const (
 )
 
 // Tree is one agent's process tree: its main process and every descendant.
-// With a cgroup it is the cgroup's members; without, it is the main
-// process's process group plus every descendant found in /proc — so a
-// grandchild that called setsid() is still found — plus orphans reparented
-// to us that belong to this agent.
+// With a cgroup it is the cgroup's members; without, it is every
+// descendant of the main process found in /proc — so a grandchild that
+// called setsid() is still found — plus orphans reparented to us that
+// belong to this agent. Membership is never granted by process group id
+// alone: any process of the agent's session may join the agent's group
+// with setpgid(2), whereas descent from the main process cannot be faked.
 type Tree struct {
 	rt        *Runtime
 	main      *Process
@@ -35,9 +37,10 @@ type Tree struct {
 	fs        procfs.FS
 	self      int
 	// exclusive: this runtime supervises only this agent, so every child
-	// of ours is the agent's (supervise). The daemon shares its children
-	// among agents and attributes orphans instead.
+	// of ours but our helpers is the agent's (supervise). The daemon
+	// shares its children among agents and attributes orphans instead.
 	exclusive bool
+	onMember  func(pid int, start uint64)
 
 	freezeWait time.Duration // bounds the autopsy's freeze; 0: autopsyFreeze
 	sample     sampling      // owned by the sampling goroutine
@@ -54,6 +57,10 @@ type TreeOptions struct {
 	Cgroup    *cgroup.Group // nil: process-group containment
 	Exclusive bool
 	FS        procfs.FS // zero: /proc
+	// OnMember, when set, learns each process found in the tree for the
+	// first time (process-group containment only: a cgroup needs no
+	// list). The keeper uses it to find them should we die.
+	OnMember func(pid int, start uint64)
 }
 
 // NewTree tracks the tree rooted at main.
@@ -63,7 +70,7 @@ func NewTree(rt *Runtime, main *Process, o TreeOptions) *Tree {
 		fs = procfs.Default()
 	}
 	t := &Tree{rt: rt, main: main, id: o.AgentID, cg: o.Cgroup, fs: fs, self: os.Getpid(),
-		exclusive: o.Exclusive, known: make(map[int]uint64), killed: make(map[int]uint64)}
+		exclusive: o.Exclusive, onMember: o.OnMember, known: make(map[int]uint64), killed: make(map[int]uint64)}
 	// Until reaped, the main process (even a zombie) keeps its /proc entry.
 	if st, err := fs.Stat(main.PID()); err == nil {
 		t.mainStart = st.StartTimeTicks
@@ -82,6 +89,11 @@ func (t *Tree) Mode() string {
 
 // Main is the main process.
 func (t *Tree) Main() *Process { return t.main }
+
+// MainStartTicks is the main process's start time (proc(5) stat field
+// 22), 0 when it could not be read: with its pid, the main process's
+// identity, and the identity of the agent's process group.
+func (t *Tree) MainStartTicks() uint64 { return t.mainStart }
 
 // Cgroup is the agent's cgroup, nil in process-group mode.
 func (t *Tree) Cgroup() *cgroup.Group { return t.cg }
@@ -117,9 +129,9 @@ func (t *Tree) Contains(pid int) (bool, error) {
 	return t.containsPgroup(pid)
 }
 
-// containsPgroup walks pid's ancestry: a member is the main process, in
-// its process group, a process seen in the tree before, or descends from
-// one of those or from an orphan of ours attributed to this agent.
+// containsPgroup walks pid's ancestry: a member is the main process, a
+// process seen in the tree before, or descends from one of those or from
+// an orphan of ours attributed to this agent.
 func (t *Tree) containsPgroup(pid int) (bool, error) {
 	mainPID := t.main.PID()
 	for i := 0; i < 128 && pid > 0; i++ {
@@ -145,10 +157,6 @@ func (t *Tree) memberStat(pid int, st procfs.Stat, mainPID int) bool {
 	if pid == mainPID && st.StartTimeTicks == t.mainStart {
 		return true
 	}
-	// Same process group, not a recycled pgid: started after the main.
-	if st.PGID == mainPID && st.StartTimeTicks >= t.mainStart {
-		return true
-	}
 	t.mu.Lock()
 	start, ok := t.known[pid]
 	t.mu.Unlock()
@@ -160,6 +168,9 @@ func (t *Tree) memberStat(pid int, st procfs.Stat, mainPID int) bool {
 func (t *Tree) attribute(pid int, st procfs.Stat) bool {
 	if pid == t.main.PID() {
 		return st.StartTimeTicks == t.mainStart
+	}
+	if t.rt.IsHelper(pid) {
+		return false // ours (the keeper), never the agent's
 	}
 	if t.exclusive {
 		return true
@@ -175,15 +186,28 @@ func (t *Tree) attribute(pid int, st procfs.Stat) bool {
 // members lists the live processes of the tree (zombies excluded) with
 // their start times, and remembers them.
 func (t *Tree) members() (map[int]uint64, error) {
+	stats, err := t.memberStats()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]uint64, len(stats))
+	for pid, st := range stats {
+		out[pid] = st.StartTimeTicks
+	}
+	return out, nil
+}
+
+// memberStats is members with each process's stat.
+func (t *Tree) memberStats() (map[int]procfs.Stat, error) {
 	if t.cg != nil {
 		pids, err := t.cg.PIDs()
 		if err != nil {
 			return nil, err
 		}
-		out := make(map[int]uint64, len(pids))
+		out := make(map[int]procfs.Stat, len(pids))
 		for _, pid := range pids {
 			if st, err := t.fs.Stat(pid); err == nil && st.State != 'Z' {
-				out[pid] = st.StartTimeTicks
+				out[pid] = st
 			}
 		}
 		return out, nil
@@ -199,17 +223,26 @@ func (t *Tree) members() (map[int]uint64, error) {
 			roots = append(roots, pid)
 		}
 	}
-	out := make(map[int]uint64)
+	out := make(map[int]procfs.Stat)
 	for _, pid := range snap.Descendants(roots...) {
 		if st := snap[pid]; st.State != 'Z' {
-			out[pid] = st.StartTimeTicks
+			out[pid] = st
 		}
 	}
+	var fresh []int
 	t.mu.Lock()
-	for pid, start := range out {
-		t.known[pid] = start
+	for pid, st := range out {
+		if prev, ok := t.known[pid]; !ok || prev != st.StartTimeTicks {
+			t.known[pid] = st.StartTimeTicks
+			fresh = append(fresh, pid)
+		}
 	}
 	t.mu.Unlock()
+	if t.onMember != nil {
+		for _, pid := range fresh {
+			t.onMember(pid, out[pid].StartTimeTicks)
+		}
+	}
 	return out, nil
 }
 
@@ -229,22 +262,48 @@ func (t *Tree) PIDs() ([]int, error) {
 
 // SignalTree sends sig to every live process of the tree and reports how
 // many it reached. Each is signalled through a pidfd after checking its
-// start time, so a recycled pid is never hit.
+// start time, so a recycled pid is never hit. Without a cgroup the
+// agent's process group is first signalled in one call (see signalGroup):
+// under a fork bomb, the processes forked while the tree is listed get
+// the signal too, and one pass over a growing tree stays short.
 func (t *Tree) SignalTree(sig syscall.Signal) (int, error) {
-	m, err := t.members()
+	group := t.signalGroup(sig)
+	m, err := t.memberStats()
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for pid, start := range m {
-		if t.signalPID(pid, start, sig) {
+	for pid, st := range m {
+		if group && st.PGID == t.main.PID() {
+			n++ // reached by the group signal
+			continue
+		}
+		if t.signalPID(pid, st.StartTimeTicks, sig) {
 			n++
 		}
 	}
 	if sig == syscall.SIGTERM || sig == syscall.SIGKILL {
-		t.noteKilled(m)
+		kill := make(map[int]uint64, len(m))
+		for pid, st := range m {
+			kill[pid] = st.StartTimeTicks
+		}
+		t.noteKilled(kill)
 	}
 	return n, nil
+}
+
+// signalGroup signals the agent's process group (its id is the main
+// process's pid) in one kill(2), where that is safe: only while the main
+// process is not reaped. Until then its pid, hence the group's id, cannot
+// be given to another process; once reaped, a new process could get that
+// pid and lead a group of its own. (A process of the agent's session that
+// joined the group with setpgid(2) gets the signal too: it put itself in
+// the group of an agent being stopped.) It reports whether it signalled.
+func (t *Tree) signalGroup(sig syscall.Signal) bool {
+	if t.cg != nil || t.mainReaped() {
+		return false
+	}
+	return unix.Kill(-t.main.PID(), sig) == nil
 }
 
 func (t *Tree) noteKilled(m map[int]uint64) {
@@ -304,19 +363,22 @@ func (t *Tree) KillTree() (int, string, error) {
 	}
 	seen := make(map[int]uint64)
 	for pass := 0; pass < killPasses; pass++ {
-		m, err := t.members()
+		m, err := t.memberStats()
 		if err != nil {
 			return len(seen), "signal", err
 		}
-		// Also the whole process group in one call, cheap and immediate.
-		_ = unix.Kill(-t.main.PID(), unix.SIGKILL)
+		// The whole process group in one call, cheap and immediate; the
+		// rest one by one.
+		group := t.signalGroup(unix.SIGKILL)
 		fresh := 0
-		for pid, start := range m {
-			if prev, ok := seen[pid]; ok && prev == start {
+		for pid, st := range m {
+			if prev, ok := seen[pid]; ok && prev == st.StartTimeTicks {
 				continue // signalled already; dying
 			}
-			seen[pid] = start
-			t.signalPID(pid, start, syscall.SIGKILL)
+			seen[pid] = st.StartTimeTicks
+			if !group || st.PGID != t.main.PID() {
+				t.signalPID(pid, st.StartTimeTicks, syscall.SIGKILL)
+			}
 			fresh++
 		}
 		if fresh == 0 {

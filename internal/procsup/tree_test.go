@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -170,4 +171,26 @@ func TestSnapshotFreezeTimeoutThaws(t *testing.T) {
 	require.Equal(t, "0\n", string(events), "the tree was thawed")
 	require.NoError(t, c.P.Signal(syscall.SIGTERM))
 	require.Equal(t, 4, c.P.Status().Code, "the agent acted on SIGTERM")
+}
+
+// A process of the agent's session that joined the agent's process group
+// is not in the tree: membership comes from descent, which cannot be
+// faked, never from a group id any process of the session can take. (The
+// joiner is our own child here, which supervise's exclusive mode counts
+// as the agent's orphan by design; the end-to-end test of supervise covers
+// that mode with a joiner that is not its child.)
+func TestTreeGroupJoinerIsNoMember(t *testing.T) {
+	c := testchild.Start(t, rt, "hang", procsup.Spec{})
+	tree := procsup.NewTree(rt, c.P, procsup.TreeOptions{AgentID: "tree-test"})
+	joiner := testchild.StartOutside(t, "join-group", strconv.Itoa(c.P.PID()))
+	st, err := procfs.Default().Stat(joiner)
+	require.NoError(t, err)
+	require.Equal(t, c.P.PID(), st.PGID, "the joiner is in the agent's process group")
+
+	in, err := tree.Contains(joiner)
+	require.NoError(t, err)
+	require.False(t, in, "a group joiner must not pass for the agent (its heartbeats would be trusted)")
+	pids, err := tree.PIDs()
+	require.NoError(t, err)
+	require.Equal(t, []int{c.P.PID()}, pids)
 }

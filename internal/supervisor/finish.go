@@ -66,6 +66,9 @@ func (r *Run) finish(res *escalate.Result) {
 	if err := r.tree.Close(); err != nil {
 		r.log.Warn("cgroup not removed", zap.Error(err))
 	}
+	if res == nil || res.Empty {
+		r.guard.End() // nothing of the tree is left to guard
+	}
 	os.Remove(r.o.SocketDir)
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
+	"github.com/hermeskill/hermeskilld/internal/keeper"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
@@ -38,6 +39,9 @@ type Options struct {
 	Cgroups *cgroup.Manager
 	// Exclusive: the runtime supervises only this agent (supervise).
 	Exclusive bool
+	// Keeper kills the agent's processes should we die. Without a cgroup
+	// it must be told about the run; a cgroup it reaps whole.
+	Keeper *keeper.Keeper
 	// SocketDir is the private directory for the heartbeat socket; it is
 	// created (0700, owned by the agent's user) and removed at the end.
 	SocketDir string

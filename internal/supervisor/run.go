@@ -14,6 +14,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
+	"github.com/hermeskill/hermeskilld/internal/keeper"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
@@ -31,6 +32,7 @@ type Run struct {
 	host string
 
 	sock      *heartbeat.Socket
+	guard     *keeper.Run
 	proc      *procsup.Process
 	tree      *procsup.Tree
 	treeReady chan struct{}
@@ -129,6 +131,12 @@ func (r *Run) start() error {
 		return err
 	}
 	env := procsup.AgentEnv(os.Environ(), a.Env, a.ID, sockPath, a.Checks.HeartbeatTimeout)
+	if r.cg == nil {
+		// Before the fork: should we die at any moment from now on, the
+		// keeper finds the agent's processes by the socket every one of
+		// them inherits in its environment.
+		r.guard = o.Keeper.Guard(procsup.EnvSocket, sockPath)
+	}
 	proc, err := o.Runtime.Start(procsup.Spec{
 		Argv: a.Command, Env: env, Dir: a.Cwd,
 		Stdin: o.Stdin, Stdout: r.stdout.child, Stderr: r.stderr.child,
@@ -141,7 +149,9 @@ func (r *Run) start() error {
 	r.proc = proc
 	r.stdout.start()
 	r.stderr.start()
-	r.tree = procsup.NewTree(o.Runtime, proc, procsup.TreeOptions{AgentID: a.ID, Cgroup: r.cg, Exclusive: o.Exclusive})
+	r.tree = procsup.NewTree(o.Runtime, proc, procsup.TreeOptions{AgentID: a.ID, Cgroup: r.cg, Exclusive: o.Exclusive,
+		OnMember: r.guard.Member})
+	r.guard.Spawned(proc.PID(), r.tree.MainStartTicks())
 	close(r.treeReady)
 	r.engine = symptoms.New(r.engineConfig(a), proc.Started())
 	r.log.Info("agent started", zap.Int("pid", proc.PID()), zap.Strings("command", a.Command),
@@ -164,6 +174,7 @@ func (r *Run) cleanup() {
 	if r.cg != nil {
 		_ = r.cg.Remove()
 	}
+	r.guard.End()
 	os.Remove(r.o.SocketDir)
 }
 

@@ -120,6 +120,16 @@ func helper(mode string, args []string) {
 	case "middle":
 		fmt.Println(startSelf("escapee", true))
 		os.Exit(0)
+	case "join-group":
+		// A process of the agent's session that puts itself in the
+		// agent's process group (setpgid(2)): not the agent's.
+		pgid, _ := strconv.Atoi(args[0])
+		if err := syscall.Setpgid(0, pgid); err != nil {
+			fmt.Fprintln(os.Stderr, "setpgid:", err)
+			os.Exit(2)
+		}
+		ready()
+		hang()
 	case "escapee":
 		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
 		ready()
@@ -166,10 +176,20 @@ func helper(mode string, args []string) {
 	}
 }
 
+// StartOutside starts helper mode with args through os/exec, outside any
+// runtime (in our own process group and session), waits for its ready
+// line and returns its pid. It is SIGKILLed at cleanup.
+func StartOutside(t testing.TB, mode string, args ...string) int {
+	t.Helper()
+	pid := startSelf(mode, false, args...)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	return pid
+}
+
 // startSelf starts this binary in mode with os/exec (a helper is a
 // separate process, without the runtime under test) and waits for ready.
-func startSelf(mode string, setsid bool) int {
-	cmd := exec.Command(os.Args[0])
+func startSelf(mode string, setsid bool, args ...string) int {
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(environ(), Env+"="+mode)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
 	out, err := cmd.StdoutPipe()

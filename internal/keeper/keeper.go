@@ -1,0 +1,372 @@
+package keeper
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/cgroup"
+	"github.com/hermeskill/hermeskilld/internal/procsup"
+)
+
+// envName, set to envValue, makes Main run the keeper in a process.
+const (
+	envName  = "HERMESKILL_KEEPER"
+	envValue = "1"
+)
+
+// selfExe is our own binary, even after it was replaced on disk (an
+// upgrade): execve(2) of /proc/self/exe runs the file we were started from.
+const selfExe = "/proc/self/exe"
+
+// Bounds of what hermeskilld holds for a keeper that does not read.
+const (
+	// maxPending is how many bytes of messages may wait for the keeper;
+	// past it, the processes seen in trees are no longer sent (runs and
+	// groups still are).
+	maxPending = 1 << 20
+	// maxMembers is how many processes of one run are replayed to a
+	// restarted keeper.
+	maxMembers = 4096
+	// restartDelay paces restarts of a keeper that keeps dying.
+	restartDelay = time.Second
+	// closeWait bounds how long Close waits for the keeper to exit.
+	closeWait = 5 * time.Second
+)
+
+// Options configure Start.
+type Options struct {
+	Runtime *procsup.Runtime
+	// Cgroups are reaped should we die; nil without cgroup containment.
+	Cgroups *cgroup.Manager
+	Log     *zap.Logger
+	// Exe is the binary to run as the keeper; our own when empty. It must
+	// call Main first thing.
+	Exe string
+	// Stderr receives the keeper's report of what it killed; nil is
+	// ReportTo(os.Stderr).
+	Stderr *os.File
+}
+
+// Keeper is hermeskilld's side of the keeper process: it starts the
+// process, tells it what to kill, restarts it if it dies, and disarms it
+// on a clean exit. Its methods are safe for concurrent use; a nil Keeper
+// guards nothing.
+type Keeper struct {
+	o   Options
+	log *zap.Logger
+
+	mu      sync.Mutex
+	w       *os.File // write end of the pipe to the live keeper; nil while none
+	proc    *procsup.Process
+	pending []byte
+	kick    chan struct{}
+	runs    map[uint64]*Run
+	next    uint64
+	closed  bool
+	starts  int
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Start starts a keeper. The caller starts no agent before it returns.
+func Start(o Options) (*Keeper, error) {
+	if o.Runtime == nil {
+		return nil, errors.New("keeper: no runtime")
+	}
+	k := &Keeper{o: o, log: o.Log, kick: make(chan struct{}, 1), runs: make(map[uint64]*Run),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if k.log == nil {
+		k.log = zap.NewNop()
+	}
+	if err := k.spawn(); err != nil {
+		return nil, err
+	}
+	go k.loop()
+	return k, nil
+}
+
+// PID is the live keeper's pid, 0 while there is none.
+func (k *Keeper) PID() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.proc == nil {
+		return 0
+	}
+	return k.proc.PID()
+}
+
+// spawn starts a keeper process and queues everything it must know.
+func (k *Keeper) spawn() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("keeper: %w", err)
+	}
+	defer r.Close()
+	exe := k.o.Exe
+	if exe == "" {
+		exe = selfExe
+	}
+	stderr := k.o.Stderr
+	if stderr == nil {
+		stderr = ReportTo(os.Stderr)
+	}
+	proc, err := k.o.Runtime.Start(procsup.Spec{
+		Path:   exe,
+		Argv:   []string{"hermeskilld", "keeper", "--for", strconv.Itoa(os.Getpid())},
+		Env:    keeperEnv(os.Environ()),
+		Stdin:  r,
+		Stderr: stderr,
+		Helper: true,
+	})
+	if err != nil {
+		w.Close()
+		return fmt.Errorf("keeper: %w", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.w, k.proc = w, proc
+	k.starts++
+	k.pending = k.pending[:0]
+	if cg := k.o.Cgroups; cg != nil {
+		o := cg.Owner()
+		k.queueLocked(fmt.Sprintf("cgroup %s %d %d %d\n", strconv.Quote(cg.Base()), o.PID, o.Start, o.PIDNS))
+	}
+	for _, run := range k.runs {
+		run.replayLocked()
+	}
+	return nil
+}
+
+// ReportTo returns f if the keeper may hold it for its report, nil (the
+// keeper then reports nowhere) if f is a pipe: whoever reads our output
+// through a pipe waits for every writer to close it, and a keeper that
+// outlives our clean exit by the moments it takes to read its disarm
+// would delay them. A terminal, a file or a socket (systemd's journal) is
+// kept.
+func ReportTo(f *os.File) *os.File {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeNamedPipe != 0 {
+		return nil
+	}
+	return f
+}
+
+// keeperEnv is our environment for the keeper: without what describes our
+// own relation to systemd, plus the variable that makes it a keeper.
+func keeperEnv(base []string) []string {
+	env := make([]string, 0, len(base)+1)
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case envName, "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, envName+"="+envValue)
+}
+
+// queueLocked appends a message for the keeper; k.mu is held.
+func (k *Keeper) queueLocked(line string) {
+	k.pending = append(k.pending, line...)
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loop writes queued messages to the keeper and restarts a keeper that
+// died. It is the only writer of the pipe.
+func (k *Keeper) loop() {
+	defer close(k.done)
+	var buf []byte
+	for {
+		k.mu.Lock()
+		proc, w := k.proc, k.w
+		k.mu.Unlock()
+		select {
+		case <-k.stop:
+			return
+		case <-proc.Done():
+			k.restart(proc)
+			continue
+		case <-k.kick:
+		}
+		k.mu.Lock()
+		buf, k.pending = append(buf[:0], k.pending...), k.pending[:0]
+		k.mu.Unlock()
+		if len(buf) > 0 {
+			// Blocks while the keeper's pipe is full; a keeper that died
+			// meanwhile makes it fail with EPIPE, and Done says so.
+			_, _ = w.Write(buf)
+		}
+	}
+}
+
+// restart replaces a keeper that died while we run.
+func (k *Keeper) restart(dead *procsup.Process) {
+	k.mu.Lock()
+	if k.w != nil {
+		k.w.Close()
+		k.w = nil
+	}
+	k.mu.Unlock()
+	k.log.Error("the keeper died; starting another (until it runs, agents' processes would outlive a SIGKILL of hermeskilld)",
+		zap.Int("pid", dead.PID()), zap.Stringer("status", dead.Status()))
+	for {
+		err := k.spawn()
+		if err == nil {
+			return
+		}
+		k.log.Error("keeper not restarted", zap.Error(err))
+		select {
+		case <-k.stop:
+			return
+		case <-time.After(restartDelay):
+		}
+	}
+}
+
+// Close disarms the keeper: it exits, without killing anything, once it
+// reads the disarm (Close does not wait for that: a keeper still starting
+// would delay our exit). Call it once every agent is gone, on a clean
+// exit. A keeper that cannot be disarmed in time (stopped, wedged) is
+// killed: with no agent left its work is moot.
+func (k *Keeper) Close() error {
+	if k == nil {
+		return nil
+	}
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return nil
+	}
+	k.closed = true
+	proc := k.proc
+	k.mu.Unlock()
+	close(k.stop)
+	timer := time.NewTimer(closeWait)
+	defer timer.Stop()
+	select {
+	case <-k.done:
+	case <-timer.C:
+		// The writer is blocked on a keeper that does not read.
+		_ = proc.Signal(syscall.SIGKILL)
+		<-k.done
+		return fmt.Errorf("disarm keeper: pid %d did not read its pipe for %s; killed it", proc.PID(), closeWait)
+	}
+	k.mu.Lock()
+	w, pending := k.w, append(k.pending, "disarm\n"...)
+	k.w = nil
+	k.mu.Unlock()
+	if w == nil {
+		return nil // no keeper: it died and could not be restarted
+	}
+	_ = w.SetWriteDeadline(time.Now().Add(closeWait))
+	_, err := w.Write(pending)
+	w.Close()
+	if err != nil {
+		_ = proc.Signal(syscall.SIGKILL)
+		return fmt.Errorf("disarm keeper pid %d: %w; killed it", proc.PID(), err)
+	}
+	return nil
+}
+
+// abandon closes the pipe as our death would, without disarming: tests
+// use it to play hermeskilld's SIGKILL.
+func (k *Keeper) abandon() {
+	k.mu.Lock()
+	k.closed = true
+	k.mu.Unlock()
+	close(k.stop)
+	<-k.done
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, _ = k.w.Write(k.pending)
+	k.w.Close()
+	k.w = nil
+}
+
+// Run is one agent run the keeper guards (process-group containment; a
+// cgroup is guarded as a whole). A nil Run guards nothing.
+type Run struct {
+	k       *Keeper
+	n       uint64
+	marker  string
+	pgid    int
+	start   uint64
+	members map[int]uint64
+}
+
+// Guard starts guarding a run before its main process is started: its
+// processes carry key=value in their environment (the agent's heartbeat
+// socket).
+func (k *Keeper) Guard(key, value string) *Run {
+	if k == nil {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.next++
+	r := &Run{k: k, n: k.next, marker: key + "=" + value, members: make(map[int]uint64)}
+	k.runs[r.n] = r
+	k.queueLocked(fmt.Sprintf("run %d %s\n", r.n, strconv.Quote(r.marker)))
+	return r
+}
+
+// Spawned records the run's main process: its pid is the process group's id.
+func (r *Run) Spawned(pid int, start uint64) {
+	if r == nil {
+		return
+	}
+	r.k.mu.Lock()
+	defer r.k.mu.Unlock()
+	r.pgid, r.start = pid, start
+	r.k.queueLocked(fmt.Sprintf("group %d %d %d\n", r.n, pid, start))
+}
+
+// Member records a process seen in the run's tree.
+func (r *Run) Member(pid int, start uint64) {
+	if r == nil {
+		return
+	}
+	r.k.mu.Lock()
+	defer r.k.mu.Unlock()
+	if len(r.members) < maxMembers {
+		r.members[pid] = start
+	}
+	if len(r.k.pending) < maxPending {
+		r.k.queueLocked(fmt.Sprintf("pid %d %d %d\n", r.n, pid, start))
+	}
+}
+
+// End stops guarding the run: its processes are gone.
+func (r *Run) End() {
+	if r == nil {
+		return
+	}
+	r.k.mu.Lock()
+	defer r.k.mu.Unlock()
+	delete(r.k.runs, r.n)
+	r.k.queueLocked(fmt.Sprintf("end %d\n", r.n))
+}
+
+// replayLocked tells a new keeper about the run; k.mu is held.
+func (r *Run) replayLocked() {
+	r.k.queueLocked(fmt.Sprintf("run %d %s\n", r.n, strconv.Quote(r.marker)))
+	if r.pgid > 0 {
+		r.k.queueLocked(fmt.Sprintf("group %d %d %d\n", r.n, r.pgid, r.start))
+	}
+	for pid, start := range r.members {
+		r.k.queueLocked(fmt.Sprintf("pid %d %d %d\n", r.n, pid, start))
+	}
+}

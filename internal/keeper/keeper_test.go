@@ -1,0 +1,211 @@
+package keeper
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hermeskill/hermeskilld/internal/cgroup"
+	"github.com/hermeskill/hermeskilld/internal/procfs"
+	"github.com/hermeskill/hermeskilld/internal/procsup"
+	"github.com/hermeskill/hermeskilld/internal/testchild"
+)
+
+var rt *procsup.Runtime
+
+func TestMain(m *testing.M) {
+	Main()
+	testchild.Main()
+	var err error
+	if rt, err = procsup.NewRuntime(procsup.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	rt.Close()
+	os.Exit(code)
+}
+
+const marker = "HERMESKILL_SOCKET"
+
+// dead waits (bounded, as the keeper's promise) until no pid is alive.
+func dead(t *testing.T, pids ...int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, pid := range pids {
+			if testchild.Alive(pid) {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Second, 5*time.Millisecond, "processes outlived hermeskilld's death by more than the keeper's bound")
+}
+
+func start(t *testing.T, cg *cgroup.Manager) *Keeper {
+	t.Helper()
+	k, err := Start(Options{Runtime: rt, Cgroups: cg, Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = k.Close() })
+	return k
+}
+
+// pgroupRun starts an agent-like tree without a cgroup: a main process
+// with children in its group, and a grandchild that escaped into a
+// session of its own (its parent exited: it is our orphan now).
+func pgroupRun(t *testing.T, k *Keeper, value string) (all []int) {
+	t.Helper()
+	run := k.Guard(marker, value)
+	env := []string{marker + "=" + value}
+	main := testchild.Start(t, rt, "fork-tree", procsup.Spec{Env: env}, "3")
+	run.Spawned(main.P.PID(), startTicks(t, main.P.PID()))
+	esc := testchild.Start(t, rt, "escape", procsup.Spec{Env: env})
+	t.Cleanup(func() { _ = syscall.Kill(esc.PIDs[0], syscall.SIGKILL) })
+	for _, pid := range main.PIDs {
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	}
+	return append(append([]int{main.P.PID(), esc.P.PID()}, main.PIDs...), esc.PIDs...)
+}
+
+func startTicks(t *testing.T, pid int) uint64 {
+	t.Helper()
+	st, err := procfs.Default().Stat(pid)
+	require.NoError(t, err)
+	return st.StartTimeTicks
+}
+
+// hermeskilld's death (the pipe closes, nobody disarmed) kills a
+// process-group run whole: main, children, and the grandchild in a
+// session of its own, found by its environment.
+func TestDeathKillsProcessGroupRun(t *testing.T) {
+	k := start(t, nil)
+	pids := pgroupRun(t, k, "/run/hermeskill/test.1/notify.sock")
+	other := testchild.Start(t, rt, "hang", procsup.Spec{Env: []string{marker + "=/another/agent.sock"}})
+	k.abandon()
+	dead(t, pids...)
+	require.True(t, testchild.Alive(other.P.PID()), "a process of no guarded run is left alone")
+}
+
+// A clean exit disarms the keeper: nothing is killed, the keeper exits.
+func TestCloseDisarms(t *testing.T) {
+	k := start(t, nil)
+	pids := pgroupRun(t, k, "/run/hermeskill/test.2/notify.sock")
+	keeper := k.PID()
+	require.NoError(t, k.Close())
+	require.Eventually(t, func() bool { return !testchild.Alive(keeper) }, 10*time.Second, 5*time.Millisecond,
+		"the keeper exits once disarmed")
+	for _, pid := range pids {
+		require.True(t, testchild.Alive(pid), "pid %d was killed by a disarmed keeper", pid)
+	}
+}
+
+// A run that ended is forgotten: its processes are not the keeper's.
+func TestEndForgets(t *testing.T) {
+	k := start(t, nil)
+	run := k.Guard(marker, "/run/hermeskill/test.3/notify.sock")
+	c := testchild.Start(t, rt, "hang", procsup.Spec{Env: []string{marker + "=/run/hermeskill/test.3/notify.sock"}})
+	run.Spawned(c.P.PID(), startTicks(t, c.P.PID()))
+	run.End()
+	keeper := k.PID()
+	k.abandon()
+	// The keeper exits once it has done its (empty) work.
+	require.Eventually(t, func() bool { return !testchild.Alive(keeper) }, 5*time.Second, 5*time.Millisecond)
+	require.True(t, testchild.Alive(c.P.PID()))
+}
+
+// With cgroups, the keeper empties and removes every group hermeskilld
+// created.
+func TestDeathReapsCgroups(t *testing.T) {
+	m, err := cgroup.Detect(cgroup.Options{})
+	if errors.Is(err, cgroup.ErrUnavailable) {
+		t.Skipf("needs a writable cgroup v2 hierarchy: %v", err)
+	}
+	require.NoError(t, err)
+	k := start(t, m)
+	g, err := m.Create("keeper-test")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Remove() })
+	c := testchild.Start(t, rt, "fork-tree", procsup.Spec{CgroupFD: g.FD()}, "3")
+	k.abandon()
+	dead(t, append([]int{c.P.PID()}, c.PIDs...)...)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(g.Path())
+		return errors.Is(err, os.ErrNotExist)
+	}, 5*time.Second, 5*time.Millisecond, "the cgroup was removed")
+}
+
+// A keeper that dies while hermeskilld runs is replaced, and the new one
+// knows every run.
+func TestKeeperRestarted(t *testing.T) {
+	k := start(t, nil)
+	pids := pgroupRun(t, k, "/run/hermeskill/test.4/notify.sock")
+	first := k.PID()
+	require.NoError(t, syscall.Kill(first, syscall.SIGKILL))
+	require.Eventually(t, func() bool { p := k.PID(); return p != 0 && p != first }, 10*time.Second, 5*time.Millisecond)
+	k.abandon()
+	dead(t, pids...)
+}
+
+// Signals meant for hermeskilld's terminal or process group do not end a
+// keeper.
+func TestKeeperIgnoresStopSignals(t *testing.T) {
+	k := start(t, nil)
+	pid := k.PID()
+	// Start does not wait for the keeper's runtime to be up (that would
+	// delay every agent's start); wait until it ignores SIGINT.
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return false
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+				mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+				return err == nil && mask&(1<<(syscall.SIGINT-1)) != 0
+			}
+		}
+		return false
+	}, 10*time.Second, time.Millisecond)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		require.NoError(t, syscall.Kill(pid, sig))
+	}
+	pids := pgroupRun(t, k, "/run/hermeskill/test.5/notify.sock")
+	require.Equal(t, pid, k.PID(), "the keeper lived through the signals")
+	k.abandon()
+	dead(t, pids...)
+}
+
+// The keeper is never part of an agent's tree in supervise's exclusive
+// mode, where every other child of ours is the agent's.
+func TestKeeperNotInExclusiveTree(t *testing.T) {
+	k := start(t, nil)
+	c := testchild.Start(t, rt, "hang", procsup.Spec{})
+	tree := procsup.NewTree(rt, c.P, procsup.TreeOptions{AgentID: "x", Exclusive: true})
+	pids, err := tree.PIDs()
+	require.NoError(t, err)
+	require.NotContains(t, pids, k.PID())
+	require.NoError(t, c.P.Signal(syscall.SIGKILL))
+	require.Eventually(t, tree.Empty, 10*time.Second, 5*time.Millisecond, "the keeper does not keep the tree from being empty")
+}
+
+func TestApplyRejectsBadMessages(t *testing.T) {
+	st := &state{runs: make(map[uint64]*watch)}
+	for _, bad := range []string{"", "nonsense", "run x \"A=b\"", "run 1 A=b", "run 1 \"novalue\"", "group 9 1 2",
+		"pid 1 2", "cgroup base 1 2 3", "end"} {
+		require.ErrorIs(t, st.apply(bad), errBadMessage, bad)
+	}
+	require.NoError(t, st.apply(`run 1 "HERMESKILL_SOCKET=/a b/c"`))
+	require.Equal(t, "/a b/c", st.runs[1].value)
+	require.NoError(t, st.apply("group 1 42 7"))
+	require.NoError(t, st.apply("pid 1 43 8"))
+	require.Equal(t, uint64(8), st.runs[1].pids[43])
+	require.NoError(t, st.apply("end 1"))
+	require.Empty(t, st.runs)
+}
