@@ -273,10 +273,14 @@ func (t *Tree) SignalTree(sig syscall.Signal) (int, error) {
 		return 0, err
 	}
 	n := 0
+	began := time.Now()
 	for pid, st := range m {
 		if group && st.PGID == t.main.PID() {
 			n++ // reached by the group signal
 			continue
+		}
+		if time.Since(began) > signalBound {
+			break // a tree this big gets SIGKILL (cgroup.kill or KillTree's passes) soon enough
 		}
 		if t.signalPID(pid, st.StartTimeTicks, sig) {
 			n++
@@ -291,6 +295,10 @@ func (t *Tree) SignalTree(sig syscall.Signal) (int, error) {
 	}
 	return n, nil
 }
+
+// signalBound bounds SignalTree's one-by-one signals: a step of the
+// ladder must not take long however big the tree.
+const signalBound = 250 * time.Millisecond
 
 // signalGroup signals the agent's process group (its id is the main
 // process's pid) in one kill(2), where that is safe: only while the main
