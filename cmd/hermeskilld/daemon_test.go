@@ -171,8 +171,8 @@ escalation: {coop_grace: 200ms, term_grace: 2s}
 %s`, id, python(t), m, extra)
 }
 
-// Acceptance 1: a dropped file runs; ps lists it; an edit shows in
-// status; removing the file stops the agent with a certificate.
+// A dropped file runs; ps lists it; an edit shows in status; removing the
+// file stops the agent with a certificate.
 func TestDaemonAgentFileLifecycle(t *testing.T) {
 	m := marker(t)
 	// Registered first, so it runs after the daemon was stopped.
@@ -208,9 +208,8 @@ func TestDaemonAgentFileLifecycle(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok := d.agentsByID()["bot"]; return !ok }, 10*time.Second, 20*time.Millisecond)
 }
 
-// Acceptance 2 and 4 (persistence): an operator's kill leaves a manual
-// certificate naming them; the agent stays down, across a daemon
-// restart, until released.
+// An operator's kill leaves a manual certificate naming them; the agent
+// stays down, across a daemon restart, until released.
 func TestDaemonOperatorKillQuarantine(t *testing.T) {
 	m := marker(t)
 	// Registered first, so it runs after the daemon was stopped.
@@ -250,8 +249,8 @@ func TestDaemonOperatorKillQuarantine(t *testing.T) {
 	require.Eventually(t, func() bool { return len(survivors(m)) == 1 }, 10*time.Second, 20*time.Millisecond)
 }
 
-// Acceptance 3: a crashing agent backs off exponentially and ends failed
-// after the crash-loop limit.
+// A crashing agent backs off exponentially and ends failed after the
+// crash-loop limit.
 func TestDaemonCrashLoop(t *testing.T) {
 	d := startDaemon(t, "")
 	d.writeAgent("crasher", `id: crasher
@@ -290,9 +289,9 @@ restart: {policy: on-failure, backoff: 200ms, max_backoff: 5s, max_restarts: 3, 
 		time.Second, 100*time.Millisecond, "a failed agent stays down")
 }
 
-// Acceptance 4: the e-stop (file, then CLI) kills 20 agents in parallel:
-// the whole takes about one ladder, not twenty; a selector kill takes
-// exactly the matching agents.
+// The e-stop (file, then CLI) kills 20 agents in parallel: the whole
+// takes about one ladder, not twenty; a selector kill takes exactly the
+// matching agents.
 func TestDaemonEstopAndCohorts(t *testing.T) {
 	m := marker(t)
 	// Registered first, so it runs after the daemon was stopped.
@@ -352,8 +351,8 @@ func TestDaemonEstopAndCohorts(t *testing.T) {
 	require.Less(t, time.Since(began), 4*time.Second)
 }
 
-// Acceptance 6: an invalid agent file is reported with file:line and does
-// not disturb running agents.
+// An invalid agent file is reported with file:line and does not disturb
+// running agents.
 func TestDaemonInvalidFile(t *testing.T) {
 	m := marker(t)
 	// Registered first, so it runs after the daemon was stopped.
@@ -379,8 +378,8 @@ func TestDaemonInvalidFile(t *testing.T) {
 	require.Contains(t, d.logText(), good+":4:")
 }
 
-// Acceptance 5 with the real daemon: another uid in the read group can
-// list but not kill (403, exit 4).
+// With the real daemon: another uid in the read group can list but not
+// kill (403, exit 4).
 func TestDaemonOtherUser(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root: runs the client as uid 65534")
@@ -416,8 +415,8 @@ func TestDaemonOtherUser(t *testing.T) {
 	require.Len(t, survivors(m), 1, "the agent lives")
 }
 
-// Acceptance 8: SIGTERM to the daemon stops every agent with a
-// certificate; SIGKILL to the daemon leaves no agent alive.
+// SIGTERM to the daemon stops every agent with a certificate; SIGKILL to
+// the daemon leaves no agent alive.
 func TestDaemonStops(t *testing.T) {
 	t.Run("SIGTERM", func(t *testing.T) {
 		d := startDaemon(t, "")

@@ -21,7 +21,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/certs"
 )
 
-// Helpers of the end-to-end tests of issues 3 and 4 (reported_test.go,
+// Helpers of the end-to-end tests (reported_test.go,
 // clients_test.go, containment_test.go, pid1_test.go). They run the test
 // binary as hermeskilld, as hk does, with extra environment, and can
 // start it in the background for handshakes with the agent.

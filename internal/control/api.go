@@ -2,7 +2,7 @@
 // socket runtime_dir/control.sock (as Docker's API is), callers identified
 // by SO_PEERCRED, and the client the hermeskilld subcommands use.
 //
-// Authorisation (DESIGN §7): root and members of the operators group may
+// Authorisation: root and members of the operators group may
 // change things (kill, estop, release); members of the read group, and the
 // operators, may read (list, status, certificates, events); everyone else
 // gets 403. Every changing request is passed to the Backend's audit hook

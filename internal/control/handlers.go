@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// The endpoints (DESIGN §7). Each changing one validates its request,
+// The endpoints, under /v1/. Each changing one validates its request,
 // sets Operator from the caller, and calls Backend.AuditRequest before
 // the Backend acts.
 

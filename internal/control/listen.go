@@ -16,7 +16,7 @@ import (
 // SocketMode is the control socket's mode: every local user may connect,
 // and every request is then authorised by the caller's kernel-verified
 // credentials (SO_PEERCRED): root and the operators group may change
-// things, the read group may read, everyone else gets 403 (DESIGN §7).
+// things, the read group may read, everyone else gets 403.
 // File permissions cannot express "read group or operators group", and a
 // refusal at connect time would not say which group to join.
 const SocketMode os.FileMode = 0o666

@@ -33,7 +33,7 @@ const (
 
 // ServerOptions configures a Server.
 type ServerOptions struct {
-	// Path is the control socket (DESIGN §7: runtime_dir/control.sock).
+	// Path is the control socket (the daemon's is runtime_dir/control.sock).
 	Path string
 	// ReadGroup may list and read; OperatorsGroup may also kill, e-stop
 	// and release. Empty: nobody but root at that level. Everyone may
