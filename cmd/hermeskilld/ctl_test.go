@@ -28,6 +28,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
+	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
 // syncBuffer is an output a command writes while the test reads it.
@@ -123,22 +124,23 @@ func ctlRun(t *testing.T, args ...string) result {
 	return r
 }
 
-// socketDir is a short temporary directory (sun_path is 108 bytes) that
-// other users may search.
+// socketDir is a short temporary directory (sun_path is 108 bytes).
+// Sockets other users connect to go in testnobody.Dir.
 func socketDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "hkctl")
 	require.NoError(t, err)
-	require.NoError(t, os.Chmod(dir, 0o755))
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
 
-// serveFake serves b on a new control socket until the test ends and
-// returns the socket's path.
+// serveFake serves b on a new control socket (opts.Path, or one in a new
+// socketDir) until the test ends and returns the socket's path.
 func serveFake(t *testing.T, b control.Backend, opts control.ServerOptions) string {
 	t.Helper()
-	opts.Path = filepath.Join(socketDir(t), "control.sock")
+	if opts.Path == "" {
+		opts.Path = filepath.Join(socketDir(t), "control.sock")
+	}
 	opts.Log = zaptest.NewLogger(t)
 	s := control.NewServer(b, opts)
 	require.NoError(t, s.Listen())
@@ -477,7 +479,8 @@ func TestCtlEnvSocket(t *testing.T) {
 }
 
 // TestCtlForbidden runs hermeskilld as uid 65534 (a copy of the test
-// binary it may execute) against the in-process server.
+// binary it may execute) against the in-process server, on sockets in a
+// directory that user can reach.
 func TestCtlForbidden(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root: runs hermeskilld as uid 65534")
@@ -486,13 +489,13 @@ func TestCtlForbidden(t *testing.T) {
 	if err != nil {
 		t.Skipf("no group 65534: %v", err)
 	}
-	bin := publicCopy(t)
+	bin := testnobody.Executable(t)
 	asNobody := func(args ...string) result {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, args...)
 		cmd.Env = append(os.Environ(), asCtl+"=1", "GORACE=atexit_sleep_ms=0")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		err := cmd.Run()
@@ -505,8 +508,9 @@ func TestCtlForbidden(t *testing.T) {
 		return r
 	}
 
+	dir := testnobody.Dir(t)
 	b := fleet(time.Now())
-	sock := serveFake(t, b, control.ServerOptions{ReadGroup: g.Name, OperatorsGroup: "hk-ops"})
+	sock := serveFake(t, b, control.ServerOptions{Path: filepath.Join(dir, "read.sock"), ReadGroup: g.Name, OperatorsGroup: "hk-ops"})
 	r := asNobody("ps", "--control-socket", sock)
 	assert.Equal(t, 0, r.code, "65534's primary group is the read group")
 	assert.Contains(t, r.stdout, "research-bot")
@@ -515,23 +519,10 @@ func TestCtlForbidden(t *testing.T) {
 	assert.Contains(t, r.stderr, "hermeskilld: permission denied: killing agents requires root or membership of group hk-ops")
 	assert.Empty(t, b.Calls())
 
-	sock = serveFake(t, b, control.ServerOptions{})
+	sock = serveFake(t, b, control.ServerOptions{Path: filepath.Join(dir, "root.sock")})
 	r = asNobody("ps", "--control-socket", sock)
 	assert.Equal(t, exitForbidden, r.code, "no group is configured: only root may")
 	assert.Contains(t, r.stderr, "hermeskilld: permission denied: listing agents requires root")
-}
-
-// publicCopy copies the test binary where uid 65534 may execute it (go
-// test's build directory is private).
-func publicCopy(t *testing.T) string {
-	t.Helper()
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	data, err := os.ReadFile(exe)
-	require.NoError(t, err)
-	bin := filepath.Join(socketDir(t), "hermeskilld")
-	require.NoError(t, os.WriteFile(bin, data, 0o755))
-	return bin
 }
 
 func TestShortDuration(t *testing.T) {

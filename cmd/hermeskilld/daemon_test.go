@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
 // daemonUnderTest is a real `hermeskilld daemon` process in temp dirs.
@@ -151,13 +152,12 @@ func hkQuiet(t *testing.T, args ...string) result {
 	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
 }
 
-// shortTemp is a temp dir with a short path (sun_path is 108 bytes),
-// searchable by other users (the other-user test connects from uid 65534).
+// shortTemp is a temp dir with a short path (sun_path is 108 bytes).
+// A daemon other users connect to runs in testnobody.Dir.
 func shortTemp(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "hkd")
 	require.NoError(t, err)
-	require.NoError(t, os.Chmod(dir, 0o755))
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
@@ -379,7 +379,7 @@ func TestDaemonInvalidFile(t *testing.T) {
 }
 
 // With the real daemon: another uid in the read group can list but not
-// kill (403, exit 4).
+// kill (403, exit 4). The daemon runs where uid 65534 can reach its socket.
 func TestDaemonOtherUser(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root: runs the client as uid 65534")
@@ -391,14 +391,14 @@ func TestDaemonOtherUser(t *testing.T) {
 	m := marker(t)
 	// Registered first, so it runs after the daemon was stopped.
 	t.Cleanup(func() { requireNoSurvivors(t, m) })
-	d := startDaemon(t, "control: {read_group: "+g.Name+"}\n")
+	bin := testnobody.Executable(t)
+	d := startDaemonIn(t, testnobody.Dir(t), "control: {read_group: "+g.Name+"}\n")
 	d.writeAgent("ubot", sleeper(t, "ubot", m, ""))
 	d.waitState("ubot", control.StateRunning)
-	bin := publicCopy(t)
 	as := func(args ...string) result {
 		cmd := exec.Command(bin, append(args, "--control-socket", d.sock)...)
 		cmd.Env = append(os.Environ(), asMain+"=1")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
 		out, err := cmd.Output()
 		r := result{code: cmd.ProcessState.ExitCode(), stdout: string(out)}
 		if ee, ok := err.(*exec.ExitError); ok {

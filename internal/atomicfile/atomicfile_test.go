@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
 // names lists the entries of dir.
@@ -249,34 +251,14 @@ func TestWriteFileUnwritableDir(t *testing.T) {
 		return
 	}
 
-	// Everything nobody needs must be reachable by others: the test binary
-	// lives in go test's private 0700 work directory, so it is copied.
-	base, err := os.MkdirTemp("", "atomicfile-eacces-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	require.NoError(t, os.Chmod(base, 0o755))
-	for d := filepath.Dir(base); ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		require.NoError(t, err)
-		if fi.Mode().Perm()&0o001 == 0 {
-			t.Skipf("%s is not searchable by others; set TMPDIR elsewhere", d)
-		}
-		if d == filepath.Dir(d) {
-			break
-		}
-	}
-	bin := filepath.Join(base, "atomicfile.test")
-	self, err := os.ReadFile(os.Args[0])
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(bin, self, 0o755))
-	dir := filepath.Join(base, "certs")
-	require.NoError(t, os.Mkdir(dir, 0o755))
-	require.NoError(t, os.Chmod(dir, 0o755))
+	// The test binary lives in go test's private work directory, and
+	// $TMPDIR may be private too: nobody gets a copy of the binary, and a
+	// root-owned 0755 directory, where it can reach them.
+	bin := testnobody.Executable(t)
+	dir := testnobody.Dir(t)
+	r := runHelper(t, bin, testnobody.Credential(), "HK_DIR="+dir, "HK_PATH="+filepath.Join(dir, "cert.json"), "HK_SIZE=10")
 
-	nobody := &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
-	r := runHelper(t, bin, nobody, "HK_DIR="+dir, "HK_PATH="+filepath.Join(dir, "cert.json"), "HK_SIZE=10")
-
-	assert.Equal(t, 65534, r.Euid)
+	assert.Equal(t, testnobody.UID, r.Euid)
 	assert.Empty(t, r.StatErr, "the directory must be searchable, so that EACCES is about writing")
 	assert.True(t, r.Permission, "want an error matching fs.ErrPermission, got %q", r.Err)
 	assert.Equal(t, "create temp", r.Op, r.Err)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
 // requireRoot skips tests that need to run a client as another user.
@@ -39,14 +40,14 @@ func nobodyGroup(t *testing.T) string {
 // that the server sees it through SO_PEERCRED.
 func TestAuthorization(t *testing.T) {
 	requireRoot(t)
-	bin := publicTestBinary(t)
+	bin := testnobody.Executable(t)
 	group := nobodyGroup(t)
 
 	t.Run("in no group", func(t *testing.T) {
 		// The membership function says the helper is in no group: the
 		// server refuses it, naming the groups.
 		b := fake()
-		_, c := serve(t, b, control.ServerOptions{ReadGroup: group, OperatorsGroup: "hk-ops", Member: nobodyMember})
+		c := serveNobody(t, b, control.ServerOptions{ReadGroup: group, OperatorsGroup: "hk-ops", Member: nobodyMember})
 		r := asUser(t, bin, "list", c.Path())
 		assert.Equal(t, "forbidden", r.Kind)
 		assert.Contains(t, r.Msg, "group "+group+" or hk-ops")
@@ -61,7 +62,7 @@ func TestAuthorization(t *testing.T) {
 		// The default membership (os/user): 65534's primary group is the
 		// read group, so it may list and not kill.
 		b := fake()
-		_, c := serve(t, b, control.ServerOptions{ReadGroup: group})
+		c := serveNobody(t, b, control.ServerOptions{ReadGroup: group})
 		r := asUser(t, bin, "list", c.Path())
 		assert.Equal(t, "ok", r.Kind, r.Msg)
 		assert.Equal(t, 3, r.N)
@@ -74,7 +75,7 @@ func TestAuthorization(t *testing.T) {
 
 	t.Run("operators group", func(t *testing.T) {
 		b := fake()
-		_, c := serve(t, b, control.ServerOptions{OperatorsGroup: group})
+		c := serveNobody(t, b, control.ServerOptions{OperatorsGroup: group})
 		r := asUser(t, bin, "kill", c.Path())
 		assert.Equal(t, "ok", r.Kind, r.Msg)
 		assert.Equal(t, 1, r.N)
@@ -88,7 +89,7 @@ func TestAuthorization(t *testing.T) {
 
 	t.Run("membership lookup fails", func(t *testing.T) {
 		b := fake()
-		_, c := serve(t, b, control.ServerOptions{ReadGroup: group,
+		c := serveNobody(t, b, control.ServerOptions{ReadGroup: group,
 			Member: func(int, int, string) (bool, error) { return false, errors.New("nss down") }})
 		r := asUser(t, bin, "list", c.Path())
 		assert.Equal(t, "other", r.Kind)
@@ -100,12 +101,20 @@ func TestAuthorization(t *testing.T) {
 		// Only root may do anything: the helper connects (everyone may)
 		// and is refused by the server, which says why.
 		b := fake()
-		_, c := serve(t, b, control.ServerOptions{})
+		c := serveNobody(t, b, control.ServerOptions{})
 		r := asUser(t, bin, "list", c.Path())
 		assert.Equal(t, "forbidden", r.Kind)
 		assert.Contains(t, r.Msg, "uid:65534")
 		assert.Empty(t, b.Calls())
 	})
+}
+
+// serveNobody is serve on a socket in a directory uid 65534 can reach.
+func serveNobody(t *testing.T, b control.Backend, opts control.ServerOptions) *control.Client {
+	t.Helper()
+	opts.Path = filepath.Join(testnobody.Dir(t), "control.sock")
+	_, c := serve(t, b, opts)
+	return c
 }
 
 // TestSocketMode: 0666 whatever the umask (everyone may connect; the

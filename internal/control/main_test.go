@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/control/controltest"
+	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
 // helperEnv names the client operation the re-executed test binary runs
@@ -84,12 +84,11 @@ func kindOf(err error) string {
 }
 
 // shortDir is a temporary directory with a short path (sun_path is 108
-// bytes) that other users may search.
+// bytes). Sockets other users connect to go in testnobody.Dir.
 func shortDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "hkc")
 	require.NoError(t, err)
-	require.NoError(t, os.Chmod(dir, 0o755))
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
@@ -130,9 +129,8 @@ func fake() *controltest.Backend {
 	)
 }
 
-// asUser runs the helper op as uid/gid 65534 against socket. The test
-// binary is copied where that user may execute it (go test's build
-// directory is private to root).
+// asUser runs the helper op as uid/gid 65534 against socket, from bin, a
+// copy of the test binary that user may execute (testnobody.Executable).
 func asUser(t *testing.T, bin, op, socket string) helperResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -140,7 +138,7 @@ func asUser(t *testing.T, bin, op, socket string) helperResult {
 	cmd := exec.CommandContext(ctx, bin, socket)
 	// GORACE: a race-enabled binary otherwise sleeps 1s at exit.
 	cmd.Env = append(os.Environ(), helperEnv+"="+op, "GORACE=atexit_sleep_ms=0")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	require.NoError(t, err, "helper %s as 65534", op)
@@ -148,22 +146,4 @@ func asUser(t *testing.T, bin, op, socket string) helperResult {
 	require.NoError(t, json.Unmarshal(out, &r), "helper output %q", out)
 	t.Logf("as 65534: %s -> %+v", op, r)
 	return r
-}
-
-// publicTestBinary copies the test binary into a directory uid 65534 can
-// read and execute.
-func publicTestBinary(t *testing.T) string {
-	t.Helper()
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	src, err := os.Open(exe)
-	require.NoError(t, err)
-	defer src.Close()
-	bin := filepath.Join(shortDir(t), "control.test")
-	dst, err := os.OpenFile(bin, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	require.NoError(t, err)
-	_, err = io.Copy(dst, src)
-	require.NoError(t, err)
-	require.NoError(t, dst.Close())
-	return bin
 }
