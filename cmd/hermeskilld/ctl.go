@@ -148,7 +148,7 @@ func newStatus() *cobra.Command {
 
 func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 	head := clean(st.ID) + "  " + clean(st.State)
-	if st.Note != "" {
+	if st.Note != "" && st.Note != st.ConfigError { // a file that never parsed: its errors follow
 		head += "  (" + clean(st.Note) + ")"
 	}
 	fmt.Fprintln(w, head)
@@ -182,8 +182,14 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 		}
 		kv("last exit", st.LastExit)
 		kv("last certificate", st.LastCert)
-		kv("config error", st.ConfigError)
 	})
+	if st.ConfigError != "" {
+		// One line per error: a file has as many as it has mistakes.
+		fmt.Fprintln(w, "\nconfig error")
+		for _, line := range strings.Split(st.ConfigError, "\n") {
+			fmt.Fprintln(w, "  "+clean(line))
+		}
+	}
 	if q := st.Quarantine; q != nil {
 		section(w, "quarantine", func(kv func(k, v string)) {
 			if !q.Since.IsZero() {

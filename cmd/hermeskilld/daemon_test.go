@@ -351,8 +351,8 @@ func TestDaemonEstopAndCohorts(t *testing.T) {
 	require.Less(t, time.Since(began), 4*time.Second)
 }
 
-// An invalid agent file is reported with file:line and does not disturb
-// running agents.
+// An invalid agent file is reported with file:line (log, ps, status) and
+// does not disturb running agents.
 func TestDaemonInvalidFile(t *testing.T) {
 	m := marker(t)
 	// Registered first, so it runs after the daemon was stopped.
@@ -365,6 +365,23 @@ func TestDaemonInvalidFile(t *testing.T) {
 	info := d.waitState("broken", control.StateInvalid)
 	require.Contains(t, info.Note, path+":3:")
 	require.Contains(t, info.Note, `unknown key "chekcs"`)
+
+	// status shows what ps shows: the file and its file:line error.
+	r := d.ctl("status", "broken")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `^broken  invalid\n`, r.stdout)
+	require.Regexp(t, `(?m)^  source\s+`+regexpQuote(path)+`$`, r.stdout)
+	require.Regexp(t, `(?m)^config error\n(  .+\n)*  `+regexpQuote(path+`:3: unknown key "chekcs"`), r.stdout)
+	r = d.ctl("status", "broken", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var st control.AgentStatus
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Equal(t, control.StateInvalid, st.State)
+	require.Equal(t, path, st.Source)
+	require.Equal(t, info.Note, st.ConfigError)
+	r = d.ctl("status", "nope")
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "no such agent: nope")
 
 	// A bad edit of the running agent: reported, and it keeps running
 	// with its last good configuration.

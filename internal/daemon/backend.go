@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,11 +59,17 @@ func (d *Daemon) List() []control.AgentInfo {
 		out = append(out, info)
 	}
 	d.mu.Lock()
-	for f, msg := range d.invalid {
-		out = append(out, control.AgentInfo{ID: strings.TrimSuffix(filepath.Base(f), filepath.Ext(f)), State: control.StateInvalid, Note: msg})
+	for _, f := range slices.Sorted(maps.Keys(d.invalid)) {
+		out = append(out, invalidInfo(f, d.invalid[f]))
 	}
 	d.mu.Unlock()
 	return out
+}
+
+// invalidInfo is the row of an agent file that never parsed. Its id is
+// the file's name without the extension: the id inside is not known.
+func invalidInfo(file, msg string) control.AgentInfo {
+	return control.AgentInfo{ID: strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)), State: control.StateInvalid, Note: msg}
 }
 
 // info is the slot's row; also returns the live run's status.
@@ -94,10 +101,7 @@ func (d *Daemon) Status(id string) (control.AgentStatus, error) {
 	s := d.slots[id]
 	d.mu.Unlock()
 	if s == nil {
-		if q, ok := d.held.quarantined(id); ok {
-			return control.AgentStatus{AgentInfo: control.AgentInfo{ID: id, State: control.StateQuarantined, Note: "no agent file"}, Quarantine: &q}, nil
-		}
-		return control.AgentStatus{}, fmt.Errorf("%w: %s", control.ErrNotFound, id)
+		return d.statusWithoutSlot(id)
 	}
 	info, run := s.info()
 	st := control.AgentStatus{AgentInfo: info, Run: run}
@@ -119,6 +123,31 @@ func (d *Daemon) Status(id string) (control.AgentStatus, error) {
 	}
 	if q, ok := d.held.quarantined(id); ok {
 		st.Quarantine = &q
+	}
+	return st, nil
+}
+
+// statusWithoutSlot is the status of an id no agent runs under: a file
+// that never parsed (the row `ps` shows, with the file:line errors), or a
+// quarantine whose agent file is gone.
+func (d *Daemon) statusWithoutSlot(id string) (control.AgentStatus, error) {
+	var st control.AgentStatus
+	d.mu.Lock()
+	for _, f := range slices.Sorted(maps.Keys(d.invalid)) {
+		if info := invalidInfo(f, d.invalid[f]); info.ID == id {
+			st = control.AgentStatus{AgentInfo: info, Source: f, ConfigError: info.Note}
+			break
+		}
+	}
+	d.mu.Unlock()
+	if q, ok := d.held.quarantined(id); ok {
+		if st.ID == "" {
+			st.AgentInfo = control.AgentInfo{ID: id, State: control.StateQuarantined, Note: "no agent file"}
+		}
+		st.Quarantine = &q
+	}
+	if st.ID == "" {
+		return control.AgentStatus{}, fmt.Errorf("%w: %s", control.ErrNotFound, id)
 	}
 	return st, nil
 }
