@@ -153,18 +153,20 @@ func newCheckConfig() *cobra.Command {
 		Short: "Validate daemon or agent files without starting anything",
 		Long: `Check each FILE: a daemon file (it has state_dir, agents_dir, defaults, …)
 or an agent file (it has id, command, checks, …; --agent forces it). Every
-error names its file and line. Exit status 0 when all are valid, 1 otherwise.`,
+error names its file and line. A daemon file's agents_dir must exist on this
+host, as the daemon requires (except the default /etc/hermeskill/agents.d,
+which the daemon creates). Exit status 0 when all are valid, 1 otherwise.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, files []string) error {
 			bad := 0
 			for _, f := range files {
-				kind, err := checkFile(f, agent)
+				kind, note, err := checkFile(f, agent)
 				if err != nil {
 					bad++
 					fmt.Fprintln(c.ErrOrStderr(), err)
 					continue
 				}
-				fmt.Fprintf(c.OutOrStdout(), "%s: valid %s file\n", f, kind)
+				fmt.Fprintf(c.OutOrStdout(), "%s: valid %s file%s\n", f, kind, note)
 			}
 			if bad > 0 {
 				return &exitError{code: exitFailure}
@@ -177,23 +179,39 @@ error names its file and line. Exit status 0 when all are valid, 1 otherwise.`,
 }
 
 // checkFile validates one file as what it looks like.
-func checkFile(path string, forceAgent bool) (string, error) {
+func checkFile(path string, forceAgent bool) (kind, note string, err error) {
 	if !forceAgent {
-		if _, err := config.LoadDaemon(path); err == nil {
-			return "daemon", nil
-		} else if !looksLikeAgentError(err) {
-			return "", err
+		cfg, err := config.LoadDaemon(path)
+		if err == nil {
+			return checkDaemonFile(cfg)
+		}
+		if !looksLikeAgentError(err) {
+			return "", "", err
 		}
 	}
 	a, err := config.LoadAgent(path, nil)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	a.Normalize()
 	if err := a.Validate(true); err != nil {
-		return "", err
+		return "", "", err
 	}
-	return "agent", nil
+	return "agent", "", nil
+}
+
+// checkDaemonFile checks a valid daemon file as the daemon does when it
+// starts on this host: agents_dir must exist, unless it is the default,
+// which the daemon creates (the note says so).
+func checkDaemonFile(cfg *config.Daemon) (kind, note string, err error) {
+	create, err := daemon.CheckAgentsDir(cfg)
+	if err != nil {
+		return "", "", err
+	}
+	if create {
+		note = fmt.Sprintf(" (agents_dir %s does not exist: the daemon will create it)", cfg.AgentsDir)
+	}
+	return "daemon", note, nil
 }
 
 // looksLikeAgentError: the daemon schema rejected agent keys, so the file

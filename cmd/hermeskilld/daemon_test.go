@@ -395,6 +395,43 @@ func TestDaemonInvalidFile(t *testing.T) {
 	require.Contains(t, d.logText(), good+":4:")
 }
 
+// A configured agents_dir that does not exist is refused, by the daemon
+// and by check-config alike, naming the daemon file and the path; the
+// daemon creates nothing. Once the directory exists both accept it.
+func TestDaemonAgentsDirMissing(t *testing.T) {
+	root := shortTemp(t)
+	state, agents := filepath.Join(root, "state"), filepath.Join(root, "agnets.d")
+	cfg := writeTestFile(t, root, "hk.yaml",
+		fmt.Sprintf("state_dir: %s\nruntime_dir: %s\nagents_dir: %s\n", state, filepath.Join(root, "run"), agents))
+	want := cfg + ": agents_dir does not exist: " + agents + " (create it, or correct agents_dir)\n"
+
+	r := hk(t, "daemon", "--config", cfg, "--log-format", "console")
+	require.Equal(t, exitUsage, r.code)
+	require.Equal(t, "hermeskilld: "+want, r.stderr)
+	require.NoDirExists(t, agents, "a mistyped agents_dir is not created")
+	require.NoDirExists(t, state, "the daemon refuses before it prepares anything")
+
+	r = hk(t, "check-config", cfg)
+	require.Equal(t, exitFailure, r.code)
+	require.Equal(t, want, r.stderr)
+	require.Empty(t, r.stdout)
+
+	// A file where the directory should be.
+	require.NoError(t, os.WriteFile(agents, nil, 0o644))
+	r = hk(t, "check-config", cfg)
+	require.Equal(t, exitFailure, r.code)
+	require.Equal(t, cfg+": agents_dir "+agents+": not a directory\n", r.stderr)
+	r = hk(t, "daemon", "--config", cfg)
+	require.Equal(t, exitUsage, r.code)
+	require.Equal(t, "hermeskilld: "+cfg+": agents_dir "+agents+": not a directory\n", r.stderr)
+
+	require.NoError(t, os.Remove(agents))
+	require.NoError(t, os.Mkdir(agents, 0o755))
+	r = hk(t, "check-config", cfg)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, cfg+": valid daemon file\n", r.stdout)
+}
+
 // With the real daemon: another uid in the read group can list but not
 // kill (403, exit 4). The daemon runs where uid 65534 can reach its socket.
 func TestDaemonOtherUser(t *testing.T) {

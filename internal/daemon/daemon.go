@@ -86,6 +86,9 @@ func New(o Options) (*Daemon, error) {
 		estopFile:  cfg.EstopFile,
 		bus:        newBus(),
 	}
+	if err := d.prepareAgentsDir(); err != nil {
+		return nil, err
+	}
 	for _, dir := range []struct {
 		path string
 		mode os.FileMode

@@ -25,9 +25,6 @@ type watcher struct {
 }
 
 func (d *Daemon) watch() (*watcher, error) {
-	if err := os.MkdirAll(d.cfg.AgentsDir, 0o755); err != nil {
-		return nil, err
-	}
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err
