@@ -432,6 +432,32 @@ func TestDaemonAgentsDirMissing(t *testing.T) {
 	require.Equal(t, cfg+": valid daemon file\n", r.stdout)
 }
 
+// held.json keeps agents down across restarts: any key the daemon does
+// not write (a misspelt "estop" or "quarantined") is damage, and the
+// daemon refuses to start rather than start agents meant to stay down.
+func TestDaemonHeldUnknownKeys(t *testing.T) {
+	for name, held := range map[string]string{
+		"top level":  `{"quarantined": {}, "estopp": {"since": "2026-12-02T10:00:00Z", "reason": "incident"}}`,
+		"quarantine": `{"quarantined": {"bot": {"since": "2026-12-02T10:00:00Z", "reasn": "looping"}}}`,
+		"trailing":   `{"quarantined": {}} {"estop": {"reason": "incident"}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := shortTemp(t)
+			state := filepath.Join(root, "state")
+			require.NoError(t, os.MkdirAll(filepath.Join(root, "agents"), 0o755))
+			require.NoError(t, os.MkdirAll(state, 0o750))
+			path := writeTestFile(t, state, "held.json", held)
+			cfg := writeTestFile(t, root, "hk.yaml", fmt.Sprintf("state_dir: %s\nruntime_dir: %s\nagents_dir: %s\n",
+				state, filepath.Join(root, "run"), filepath.Join(root, "agents")))
+
+			r := hk(t, "daemon", "--config", cfg, "--log-format", "console")
+			require.Equal(t, exitUsage, r.code)
+			require.Regexp(t, `^hermeskilld: `+regexpQuote(path)+`: corrupt: .+ \(move it aside to start with no agent held\)\n$`, r.stderr)
+			require.NoFileExists(t, filepath.Join(root, "run", "control.sock"), "the daemon never listened")
+		})
+	}
+}
+
 // With the real daemon: another uid in the read group can list but not
 // kill (403, exit 4). The daemon runs where uid 65534 can reach its socket.
 func TestDaemonOtherUser(t *testing.T) {

@@ -9,4 +9,8 @@ var (
 	// would otherwise give a daemon that watches an empty directory and
 	// runs none of the agents the operator declared.
 	ErrNoAgentsDir = errors.New("agents_dir does not exist")
+	// ErrCorruptHeld: state_dir/held.json is not what the daemon writes
+	// (bad JSON, unknown keys, trailing data). Starting without it would
+	// forget a quarantine or an e-stop, so the daemon does not start.
+	ErrCorruptHeld = errors.New("corrupt")
 )

@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"sync"
@@ -33,13 +35,32 @@ func loadHeld(path string) (*held, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(data, h); err != nil {
-		return nil, fmt.Errorf("%s: %w (move it aside to start with no agent held)", path, err)
+	if err := decodeHeld(data, h); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w (move it aside to start with no agent held)", path, ErrCorruptHeld, err)
 	}
 	if h.Agent == nil {
 		h.Agent = map[string]control.Quarantine{}
 	}
 	return h, nil
+}
+
+// decodeHeld decodes exactly what saveLocked writes: one JSON object of
+// known keys. An unknown key is refused like any other damage: it may be a
+// misspelt "estop" or "quarantined", and ignoring it would start agents
+// that were meant to stay down.
+func decodeHeld(data []byte, h *held) error {
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		return errors.New("not a JSON object") // empty, null, a list…
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(h); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("data after the JSON object")
+	}
+	return nil
 }
 
 // saveLocked writes the file; h.mu is held.
