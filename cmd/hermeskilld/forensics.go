@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,9 +33,15 @@ func newAudit() *cobra.Command {
 }
 
 func newAuditVerify() *cobra.Command {
-	return &cobra.Command{
-		Use:   "verify FILE...",
-		Short: "Verify the hash chain of audit log files",
+	var (
+		anchor   string
+		noAnchor bool
+		pubkey   string
+		accept   []uint
+	)
+	c := &cobra.Command{
+		Use:   "verify [--anchor PATH | --no-anchor] [--pubkey FILE] [--accept SEQ]... FILE...",
+		Short: "Verify the hash chain of audit log files, and their anchor",
 		Long: `Walk the hash chain of an audit log: every line must carry the sha256 of
 the line before it and the next sequence number, so an edited, deleted,
 inserted or reordered line is found, and its line number printed.
@@ -43,36 +49,93 @@ inserted or reordered line is found, and its line number printed.
 Several files are verified as one rotated chain, oldest first:
   hermeskilld audit verify audit.jsonl.2 audit.jsonl.1 audit.jsonl
 
-A last line cut short (a writer that crashed inside write(2)) is not
-tampering: it is ignored with a warning. What a hash chain cannot show: a
-change to the very last line (nothing after it holds its hash), lines cut
-off the end, or a file rewritten whole by someone who can recompute every
-hash; certificates are signed, and shipped to the control plane, for that.
+The last file is then checked against its anchor, FILE.anchor (--anchor
+PATH for a copy kept elsewhere): the seq and sha256 of its last line and
+where its chain starts, kept outside the lines. So a cut tail, an edited
+last line, a deleted first line or a line added at the end are found too,
+and named. With --pubkey (the signing key's .pub file) the anchor's
+signature must verify: then not even someone able to rewrite the log and
+the anchor alike goes unseen, unless they hold the key. --no-anchor checks
+the chain alone.
 
-Exit status: 0 when every chain is intact, 1 when one is broken or a file
+A writer that finds the log and its anchor disagreeing (a writer killed
+between a line and its anchor, a power loss, or tampering) records what it
+found in a line of type anchor_mismatch and goes on. Each such line fails
+verification until an operator has explained it and passes its seq to
+--accept.
+
+A last line cut short (a writer that crashed inside write(2)) is not
+tampering: it is ignored with a warning.
+
+Exit status: 0 when every file is intact, 1 when one is not or a file
 cannot be read.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, files []string) error {
-			return auditVerify(c.OutOrStdout(), c.ErrOrStderr(), files)
+			if noAnchor && (anchor != "" || pubkey != "") {
+				return usageError("--no-anchor checks the chain alone: it takes neither --anchor nor --pubkey")
+			}
+			pub, err := loadPubkey(pubkey)
+			if err != nil {
+				return err
+			}
+			opts := audit.CheckOptions{PublicKey: pub}
+			for _, seq := range accept {
+				opts.Accept = append(opts.Accept, uint64(seq))
+			}
+			if !noAnchor {
+				opts.Anchor = anchor
+				if anchor == "" {
+					opts.Anchor = audit.AnchorPath(files[len(files)-1])
+				}
+			}
+			return auditVerify(c.OutOrStdout(), c.ErrOrStderr(), files, opts)
 		},
 	}
+	c.Flags().StringVar(&anchor, "anchor", "", "the last file's anchor (default FILE.anchor beside it)")
+	c.Flags().BoolVar(&noAnchor, "no-anchor", false, "check the hash chain alone, without the anchor")
+	c.Flags().StringVar(&pubkey, "pubkey", "", "check the anchor's signature against this public key (the signing key's .pub file)")
+	c.Flags().UintSliceVar(&accept, "accept", nil, "seq of a recorded anchor_mismatch line that has been explained (repeatable)")
+	return c
 }
 
-// auditVerify verifies files as one chain, oldest first, and prints one
-// line per file: "FILE: N lines, chain intact" or "FILE: line N: REASON"
-// (then it stops: the files after a break cannot link to it).
-func auditVerify(out, errw io.Writer, files []string) error {
-	var prev audit.Report
-	for i, name := range files {
-		rep, err := auditVerifyFile(name, prev)
-		var broken *audit.BrokenError
-		switch {
-		case errors.As(err, &broken):
-			fmt.Fprintf(out, "%s: line %d: %s\n", name, broken.Line, broken.Reason)
-			return &exitError{code: exitFailure}
-		case err != nil:
-			return &exitError{code: exitFailure, err: err}
+// auditVerify verifies files as one chain, oldest first, the last against
+// opts.Anchor, and prints one line per file: "FILE: N lines, chain intact"
+// (", anchored at seq N" when the anchor matches), or "FILE: line N: REASON"
+// and "FILE: REASON" for what does not hold (then it stops: the files after
+// a break cannot link to it).
+func auditVerify(out, errw io.Writer, files []string, opts audit.CheckOptions) error {
+	results, err := audit.Check(files, opts)
+	if err != nil {
+		return &exitError{code: exitFailure, err: err}
+	}
+	failed := false
+	for i, r := range results {
+		name := r.Path
+		if !r.OK() {
+			failed = true
 		}
+		var broken *audit.BrokenError
+		var anchorErr *audit.AnchorError
+		switch {
+		case errors.As(r.Err, &broken):
+			fmt.Fprintf(out, "%s: line %d: %s\n", name, broken.Line, broken.Reason)
+			continue
+		case errors.As(r.Err, &anchorErr) && anchorErr.Line > 0:
+			fmt.Fprintf(out, "%s: line %d: %s\n", name, anchorErr.Line, anchorErr.Reason)
+			continue
+		case errors.As(r.Err, &anchorErr):
+			fmt.Fprintf(out, "%s: %s\n", name, anchorErr.Reason)
+			continue
+		case errors.Is(r.Err, audit.ErrNoAnchor):
+			fmt.Fprintf(out, "%s: %v (--anchor PATH if it is kept elsewhere, --no-anchor to check the chain alone)\n", name, r.Err)
+			continue
+		case errors.Is(r.Err, audit.ErrBadAnchor), errors.Is(r.Err, audit.ErrAnchorUnsigned), errors.Is(r.Err, audit.ErrAnchorSignature):
+			fmt.Fprintf(out, "%s: %v\n", name, r.Err)
+			continue
+		case r.Err != nil:
+			return &exitError{code: exitFailure, err: r.Err}
+		}
+		rep := r.Report
 		if rep.TornTail {
 			fmt.Fprintf(errw, "hermeskilld: warning: %s: last line torn (%d bytes), ignored\n", name, rep.TornBytes)
 		}
@@ -80,21 +143,35 @@ func auditVerify(out, errw io.Writer, files []string) error {
 			fmt.Fprintf(errw, "hermeskilld: note: %s begins mid-chain at seq %d (the lines before it are not here to check)\n",
 				name, rep.FirstSeq)
 		}
-		fmt.Fprintf(out, "%s: %d lines, chain intact\n", name, rep.Lines)
-		if rep.Lines > 0 {
-			prev = rep
+		for _, m := range rep.Mismatches {
+			if !slices.ContainsFunc(r.Mismatches, func(u audit.Mismatch) bool { return u.Seq == m.Seq }) {
+				fmt.Fprintf(errw, "hermeskilld: note: %s: line %d: anchor mismatch recorded (seq %d), accepted: %s\n",
+					name, m.Line, m.Seq, m.Data)
+			}
 		}
+		for _, m := range r.Mismatches {
+			fmt.Fprintf(out, "%s: line %d: anchor mismatch recorded: %s; once explained, pass --accept %d\n",
+				name, m.Line, m.Data, m.Seq)
+		}
+		summary := fmt.Sprintf("%s: %d lines, chain intact", name, rep.Lines)
+		if a := r.Anchor; a != nil {
+			summary += fmt.Sprintf(", anchored at seq %d", a.Seq)
+			switch {
+			case opts.PublicKey != nil:
+				summary += ", signed by " + certs.KeyID(opts.PublicKey)
+			case a.Signature != nil:
+				fmt.Fprintf(errw, "hermeskilld: note: %s: the anchor is signed by %s; --pubkey checks it\n", name, a.Signature.KeyID)
+			}
+		}
+		if n := len(r.Mismatches); n > 0 {
+			summary += fmt.Sprintf("; %d anchor mismatch(es) recorded", n)
+		}
+		fmt.Fprintln(out, summary)
+	}
+	if failed {
+		return &exitError{code: exitFailure}
 	}
 	return nil
-}
-
-func auditVerifyFile(name string, prev audit.Report) (audit.Report, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return audit.Report{}, err
-	}
-	defer f.Close()
-	return audit.VerifyFrom(f, prev)
 }
 
 func newKeygen() *cobra.Command {

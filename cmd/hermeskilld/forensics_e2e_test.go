@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,10 +31,10 @@ for i in range(5):
 s.sendto(b"WATCHDOG=trigger\nSTATUS=looping", a); time.sleep(30)
 `
 
-// Issue 6, acceptance 1 and 2 through supervise: the audit log of a kill
-// verifies and any tampering is found, naming the line; a signed
-// certificate verifies and fails after any edit.
-func TestSupervisedKillRecordsAreTamperEvident(t *testing.T) {
+// Through supervise: the audit log of a kill verifies, against its anchor, and any
+// tampering is found and named, with the line; a signed certificate verifies and fails
+// after any edit.
+func TestSupervisedKillAuditAndCertificateAreTamperEvident(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "signing.key")
 	r := hk(t, "keygen", key)
@@ -47,37 +48,68 @@ func TestSupervisedKillRecordsAreTamperEvident(t *testing.T) {
 	require.Equal(t, "self_reported", c["trigger_check"])
 	require.NotNil(t, c["signature"])
 
-	lines := strings.SplitAfter(strings.TrimRight(string(mustRead(t, log)), "\n"), "\n")
+	r = hkQuiet(t, "audit", "verify", log)
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	require.Regexp(t, `^.*audit.jsonl: \d+ lines, chain intact, anchored at seq \d+\n$`, r.stdout)
+
+	lines := strings.SplitAfter(string(mustRead(t, log)), "\n")
+	lines = lines[:len(lines)-1] // each line with its "\n"; nothing after the last
 	require.GreaterOrEqual(t, len(lines), 5, "started, symptom, ladder steps, exited, certificate")
-	verify := func(content string) result {
+	anchor := mustRead(t, log+".anchor")
+	// verify checks content, a copy of the log, beside a copy of its anchor.
+	verify := func(content string, flags ...string) result {
 		p := filepath.Join(t.TempDir(), "audit.jsonl")
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o640))
-		return hkQuiet(t, "audit", "verify", p)
+		require.NoError(t, os.WriteFile(p+".anchor", anchor, 0o640))
+		return hkQuiet(t, append(append([]string{"audit", "verify"}, flags...), p)...)
 	}
+	last := len(lines)
 	r = verify(strings.Join(lines, ""))
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
-	require.Contains(t, r.stdout, "chain intact")
+	require.Contains(t, r.stdout, fmt.Sprintf("%d lines, chain intact, anchored at seq %d", last, last))
 
 	edited := append([]string(nil), lines...)
 	edited[2] = strings.Replace(edited[2], `"agent_id":"aud"`, `"agent_id":"aux"`, 1)
 	r = verify(strings.Join(edited, ""))
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stdout, "line 4", "an edit breaks the link of the next line")
+	require.Contains(t, r.stdout, ": line 4: edited or reordered", "an edit breaks the link of the next line")
 
 	deleted := append(append([]string(nil), lines[:2]...), lines[3:]...)
 	r = verify(strings.Join(deleted, ""))
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stdout, "line 3")
+	require.Contains(t, r.stdout, ": line 3: deleted line(s): seq jumps from 2 to 4")
 
 	swapped := append([]string(nil), lines...)
 	swapped[1], swapped[2] = swapped[2], swapped[1]
 	r = verify(strings.Join(swapped, ""))
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stdout, "line 2")
+	require.Contains(t, r.stdout, ": line 2: reordered: lines 2 and 3 swapped (seq 3 before seq 2)")
 
-	torn := strings.Join(lines, "")
-	torn = torn[:len(torn)-len(lines[len(lines)-1])/2]
-	r = verify(torn)
+	r = verify(strings.Join(lines[:last-2], ""))
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stdout, fmt.Sprintf(": tail cut: seq %d-%d missing", last-1, last))
+	r = verify(strings.Join(lines[:last-2], ""), "--no-anchor")
+	require.Equal(t, 0, r.code, "the chain alone cannot see a cut tail")
+
+	lastEdited := append([]string(nil), lines...)
+	lastEdited[last-1] = strings.Replace(lastEdited[last-1], `"agent_id":"aud"`, `"agent_id":"aux"`, 1)
+	require.NotEqual(t, lines[last-1], lastEdited[last-1])
+	r = verify(strings.Join(lastEdited, ""))
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stdout, fmt.Sprintf(": line %d: edited: seq %d is not the line anchored", last, last))
+
+	r = verify(strings.Join(lines[1:], ""))
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stdout, ": first line missing: seq 1 ")
+
+	sum := sha256.Sum256([]byte(strings.TrimSuffix(lines[last-1], "\n")))
+	forged := fmt.Sprintf(`{"seq":%d,"time":"2026-12-02T10:15:03Z","type":"operator_request","data":{"uid":0},"prev_sha256":"%x"}`+"\n", last+1, sum)
+	r = verify(strings.Join(lines, "") + forged)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stdout, fmt.Sprintf(": line %d: lines past the anchor: seq %d (the anchor ends at seq %d)", last+1, last+1, last))
+
+	// What a writer killed inside write(2) leaves: a torn line after the anchored one.
+	r = verify(strings.Join(lines, "") + lines[last-1][:len(lines[last-1])/2])
 	require.Equal(t, 0, r.code, "a torn last line is what a crash leaves")
 	require.Contains(t, r.stderr, "torn")
 
@@ -164,7 +196,7 @@ func (cp *controlPlane) config(t *testing.T, root string) string {
 	return fmt.Sprintf("control_plane: {url: %q, token_file: %s, poll_interval: 200ms, timeout: 2s}\n", cp.srv.URL, token)
 }
 
-// Issue 6, acceptance 3: the control plane is down for the first 3
+// The control plane is down for the first 3
 // attempts, then up; the certificate arrives exactly once per
 // Idempotency-Key, across a daemon restart in between.
 func TestControlPlaneDelivery(t *testing.T) {
@@ -194,7 +226,7 @@ func TestControlPlaneDelivery(t *testing.T) {
 	cp.mu.Unlock()
 }
 
-// Issue 6, acceptance 4: a directive on the control plane kills the named
+// A directive on the control plane kills the named
 // agent; the certificate's operator comes from the directive.
 func TestControlPlaneDirective(t *testing.T) {
 	cp := newControlPlane(t, 0)
@@ -218,7 +250,7 @@ func TestControlPlaneDirective(t *testing.T) {
 	require.Equal(t, control.StateRunning, d.agentsByID()["bystander"].State)
 }
 
-// Issue 6, acceptance 5: /metrics after a scripted scenario: two agents,
+// /metrics after a scripted scenario: two agents,
 // one killed by heartbeat_timeout, one forged datagram.
 func TestMetricsScenario(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -75,11 +77,19 @@ func writeLines(t *testing.T, path string, ls [][]byte, tail string) {
 	require.NoError(t, os.WriteFile(path, append(data, tail...), 0o640))
 }
 
+// copyAnchor puts the anchor of the log at from beside the log at to.
+func copyAnchor(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(audit.AnchorPath(from))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(audit.AnchorPath(to), data, 0o640))
+}
+
 func TestAuditVerify(t *testing.T) {
 	path, ls := auditLog(t, 6)
 	code, out, _ := forensics(t, "audit", "verify", path)
 	assert.Equal(t, 0, code)
-	assert.Equal(t, path+": 6 lines, chain intact\n", out)
+	assert.Equal(t, path+": 6 lines, chain intact, anchored at seq 6\n", out)
 
 	clone := func() [][]byte {
 		c := make([][]byte, len(ls))
@@ -107,28 +117,142 @@ func TestAuditVerify(t *testing.T) {
 		{"two lines swapped", func(ls [][]byte) [][]byte {
 			ls[2], ls[3] = ls[3], ls[2]
 			return ls
-		}, "line 3: deleted line(s): seq jumps from 2 to 4"},
+		}, "line 3: reordered: lines 3 and 4 swapped (seq 4 before seq 3)"},
+		// What the chain alone cannot see, the anchor names.
+		{"last 2 lines dropped", func(ls [][]byte) [][]byte {
+			return ls[:4]
+		}, "tail cut: seq 5-6 missing (the anchor ends at seq 6, the file at seq 4)"},
+		{"last line edited", func(ls [][]byte) [][]byte {
+			ls[5] = bytes.Replace(ls[5], []byte(`"memory"`), []byte(`"memorx"`), 1)
+			return ls
+		}, "line 6: edited: seq 6 is not the line anchored (its sha256 differs from the anchor's)"},
+		{"first line deleted", func(ls [][]byte) [][]byte {
+			return ls[1:]
+		}, "first line missing: seq 1 (the anchor says the file starts at seq 1, it starts at seq 2)"},
+		{"a line appended by hand", func(ls [][]byte) [][]byte {
+			sum := sha256.Sum256(ls[5])
+			return append(ls, []byte(`{"seq":7,"time":"2026-12-02T10:15:03Z","type":"operator_request","data":{"uid":0},"prev_sha256":"`+hex.EncodeToString(sum[:])+`"}`))
+		}, "line 7: lines past the anchor: seq 7 (the anchor ends at seq 6)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			bad := filepath.Join(t.TempDir(), "audit.jsonl")
 			writeLines(t, bad, tt.edit(clone()), "")
+			copyAnchor(t, path, bad)
 			code, out, _ := forensics(t, "audit", "verify", bad)
 			assert.Equal(t, exitFailure, code)
 			assert.Equal(t, bad+": "+tt.want+"\n", out)
 		})
 	}
 
-	t.Run("last line truncated", func(t *testing.T) {
+	t.Run("a torn last line, as a writer killed inside write(2) leaves", func(t *testing.T) {
 		torn := filepath.Join(t.TempDir(), "audit.jsonl")
 		last := ls[len(ls)-1]
-		writeLines(t, torn, ls[:len(ls)-1], string(last[:len(last)/2]))
+		writeLines(t, torn, ls, string(last[:len(last)/2]))
+		copyAnchor(t, path, torn)
 		code, out, errs := forensics(t, "audit", "verify", torn)
 		assert.Equal(t, 0, code)
-		assert.Equal(t, torn+": 5 lines, chain intact\n", out)
+		assert.Equal(t, torn+": 6 lines, chain intact, anchored at seq 6\n", out)
 		assert.Contains(t, errs, torn+": last line torn ("+strconv.Itoa(len(last)/2)+" bytes), ignored")
 	})
+
+	t.Run("no anchor", func(t *testing.T) {
+		bare := filepath.Join(t.TempDir(), "audit.jsonl")
+		writeLines(t, bare, ls, "")
+		code, out, _ := forensics(t, "audit", "verify", bare)
+		assert.Equal(t, exitFailure, code)
+		assert.Equal(t, bare+": no audit anchor: open "+bare+".anchor: no such file or directory"+
+			" (--anchor PATH if it is kept elsewhere, --no-anchor to check the chain alone)\n", out)
+
+		code, out, _ = forensics(t, "audit", "verify", "--no-anchor", bare)
+		assert.Equal(t, 0, code)
+		assert.Equal(t, bare+": 6 lines, chain intact\n", out)
+
+		code, out, _ = forensics(t, "audit", "verify", "--anchor", audit.AnchorPath(path), bare)
+		assert.Equal(t, 0, code, "an anchor kept elsewhere")
+		assert.Equal(t, bare+": 6 lines, chain intact, anchored at seq 6\n", out)
+	})
 }
+
+// A writer killed between its line and its anchor: verify names the line past the anchor;
+// the next writer records it, and verify fails on the record until it is accepted.
+func TestAuditVerifyCrashBetweenLineAndAnchor(t *testing.T) {
+	path, _ := auditLog(t, 5)
+	before, err := os.ReadFile(audit.AnchorPath(path))
+	require.NoError(t, err)
+	l, err := audit.Open(path, audit.Options{})
+	require.NoError(t, err)
+	require.NoError(t, l.Append(audit.Event{Type: audit.TypeLadderStep, AgentID: "bot"}))
+	require.NoError(t, l.Close())
+	require.NoError(t, os.WriteFile(audit.AnchorPath(path), before, 0o640)) // the update it never made
+
+	code, out, _ := forensics(t, "audit", "verify", path)
+	assert.Equal(t, exitFailure, code)
+	assert.Equal(t, path+": line 6: lines past the anchor: seq 6 (the anchor ends at seq 5)\n", out)
+
+	l, err = audit.Open(path, audit.Options{})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+
+	code, out, _ = forensics(t, "audit", "verify", path)
+	assert.Equal(t, exitFailure, code)
+	assert.Equal(t, path+": line 7: anchor mismatch recorded: seq 6 had been written past the anchor (seq 5); once explained, pass --accept 7\n"+
+		path+": 7 lines, chain intact, anchored at seq 7; 1 anchor mismatch(es) recorded\n", out)
+
+	code, out, errs := forensics(t, "audit", "verify", "--accept", "7", path)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, path+": 7 lines, chain intact, anchored at seq 7\n", out)
+	assert.Contains(t, errs, path+": line 7: anchor mismatch recorded (seq 7), accepted: seq 6 had been written past the anchor (seq 5)")
+}
+
+func TestAuditVerifySignedAnchor(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "signing.key")
+	require.Equal(t, 0, first(forensics(t, "keygen", key)))
+	otherKey := filepath.Join(dir, "other.key")
+	require.Equal(t, 0, first(forensics(t, "keygen", otherKey)))
+	signer, err := certs.LoadSigner(key)
+	require.NoError(t, err)
+	path := filepath.Join(dir, "audit.jsonl")
+	l, err := audit.Open(path, audit.Options{Signer: signer})
+	require.NoError(t, err)
+	for range 3 {
+		require.NoError(t, l.Append(audit.Event{Type: audit.TypeSymptom, AgentID: "bot"}))
+	}
+	require.NoError(t, l.Close())
+
+	code, out, errs := forensics(t, "audit", "verify", path)
+	assert.Equal(t, 0, code)
+	assert.Contains(t, errs, "the anchor is signed by "+signer.KeyID()+"; --pubkey checks it")
+
+	code, out, _ = forensics(t, "audit", "verify", "--pubkey", key+".pub", path)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, path+": 3 lines, chain intact, anchored at seq 3, signed by "+signer.KeyID()+"\n", out)
+
+	code, out, _ = forensics(t, "audit", "verify", "--pubkey", otherKey+".pub", path)
+	assert.Equal(t, exitFailure, code)
+	assert.Equal(t, path+": "+path+".anchor: audit anchor signature does not verify (the anchor names key "+signer.KeyID()+")\n", out)
+
+	// The anchor moved back one line, as someone cutting the last line would: the signature
+	// no longer holds.
+	anchor, err := os.ReadFile(audit.AnchorPath(path))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(audit.AnchorPath(path), bytes.Replace(anchor, []byte(`"seq":3`), []byte(`"seq":2`), 1), 0o640))
+	code, out, _ = forensics(t, "audit", "verify", "--pubkey", key+".pub", path)
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, out, "audit anchor signature does not verify")
+
+	unsigned, _ := auditLog(t, 2)
+	code, out, _ = forensics(t, "audit", "verify", "--pubkey", key+".pub", unsigned)
+	assert.Equal(t, exitFailure, code)
+	assert.Equal(t, unsigned+": "+unsigned+".anchor: audit anchor is not signed\n", out)
+
+	code, _, _ = forensics(t, "audit", "verify", "--no-anchor", "--pubkey", key+".pub", path)
+	assert.Equal(t, exitUsage, code)
+}
+
+// first returns the exit status of a forensics call.
+func first(code int, _, _ string) int { return code }
 
 func TestAuditVerifyRotatedChain(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
@@ -152,8 +276,10 @@ func TestAuditVerifyRotatedChain(t *testing.T) {
 	code, out, _ := forensics(t, append([]string{"audit", "verify"}, chain...)...)
 	assert.Equal(t, 0, code)
 	assert.Equal(t, len(chain), strings.Count(out, "chain intact"))
+	assert.Equal(t, 1, strings.Count(out, ", anchored at seq "), "the last file, against its anchor")
 
-	// The newest file on its own starts mid-chain: intact, with a note.
+	// The newest file on its own starts mid-chain: intact, with a note; its anchor says
+	// where it starts.
 	code, _, errs := forensics(t, "audit", "verify", path)
 	assert.Equal(t, 0, code)
 	assert.Contains(t, errs, "begins mid-chain")

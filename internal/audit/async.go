@@ -46,6 +46,10 @@ func (a *Async) Append(ev Event) bool {
 	}
 }
 
+// Head is the log's Head: the last line written, not the events still
+// queued. It never waits for the writer goroutine or the disk.
+func (a *Async) Head() (Head, bool) { return a.l.Head() }
+
 // Dropped is how many events were dropped because the queue was full.
 func (a *Async) Dropped() uint64 { return a.dropped.Load() }
 

@@ -1,10 +1,13 @@
 package audit
 
 import (
+	"crypto/ed25519"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/certs"
 )
 
 // A typical line: a symptom with a few fields, about 250 bytes.
@@ -14,9 +17,9 @@ var benchEvent = Event{Type: TypeSymptom, AgentID: "research-bot", Data: map[str
 }}
 
 // benchmarkAppend reports wall-clock µs/op and, less disturbed by a busy machine, the CPU
-// time (user+system, all threads) an append costs.
-func benchmarkAppend(b *testing.B, sync bool) {
-	l, err := Open(filepath.Join(b.TempDir(), "audit.jsonl"), Options{})
+// time (user+system, all threads) an append costs: the line, and the anchor after it.
+func benchmarkAppend(b *testing.B, sync bool, opts Options) {
+	l, err := Open(filepath.Join(b.TempDir(), "audit.jsonl"), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -41,8 +44,28 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkAppend is an append that leaves the line in the page cache.
-func BenchmarkAppend(b *testing.B) { benchmarkAppend(b, false) }
+// BenchmarkAppend is an append that leaves the line and the anchor in the page cache.
+func BenchmarkAppend(b *testing.B) { benchmarkAppend(b, false, Options{}) }
 
-// BenchmarkAppendSync is an append fsynced before it returns, as certificate events are.
-func BenchmarkAppendSync(b *testing.B) { benchmarkAppend(b, true) }
+// BenchmarkAppendSync is an append fsynced before it returns, as certificate events are: the
+// line, then the anchor.
+func BenchmarkAppendSync(b *testing.B) { benchmarkAppend(b, true, Options{}) }
+
+// BenchmarkAppendSigned is BenchmarkAppend with a signing key: an Ed25519 signature of the
+// anchor per append.
+func BenchmarkAppendSigned(b *testing.B) {
+	s, err := certs.NewSigner(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkAppend(b, false, Options{Signer: s})
+}
+
+// BenchmarkAppendSyncSigned is BenchmarkAppendSync with a signing key.
+func BenchmarkAppendSyncSigned(b *testing.B) {
+	s, err := certs.NewSigner(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkAppend(b, true, Options{Signer: s})
+}

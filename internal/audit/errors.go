@@ -15,6 +15,35 @@ var (
 	// where the chain ends. Move the file aside to start a new chain; Verify says where the
 	// damage starts.
 	ErrCorruptTail = errors.New("last two lines are not audit records")
+
+	// ErrNoAnchor means the anchor file is missing or empty.
+	ErrNoAnchor = errors.New("no audit anchor")
+	// ErrBadAnchor means the anchor file holds something other than one
+	// anchor: torn by a power loss, or written by someone else.
+	ErrBadAnchor = errors.New("malformed audit anchor")
+	// ErrAnchorUnsigned means a key was given to check the anchor with and
+	// the anchor has no signature.
+	ErrAnchorUnsigned = errors.New("audit anchor is not signed")
+	// ErrAnchorSignature means the anchor's signature does not verify with
+	// the key given: another key signed it, or the anchor was changed.
+	ErrAnchorSignature = errors.New("audit anchor signature does not verify")
+)
+
+// What Check finds when a file's chain holds but does not end, or start,
+// where its anchor says; the Kind of an *AnchorError.
+var (
+	// ErrTailCut: the anchor names lines past the file's end.
+	ErrTailCut = errors.New("tail cut")
+	// ErrLineEdited: the line at the anchor's seq is not the line anchored.
+	ErrLineEdited = errors.New("edited")
+	// ErrPastAnchor: lines follow the anchored line, written after the
+	// anchor was (by hand, or by a writer killed before it updated it).
+	ErrPastAnchor = errors.New("lines past the anchor")
+	// ErrFirstMissing: the file starts after the seq its anchor says.
+	ErrFirstMissing = errors.New("first line missing")
+	// ErrFirstChanged: the file's first line has another seq or
+	// prev_sha256 than its anchor says.
+	ErrFirstChanged = errors.New("first line changed")
 )
 
 // BrokenError is Verify's answer for a chain that does not hold at Line (1-based). Reason is
@@ -27,12 +56,16 @@ var (
 //	edited: seq is B, want A+1                   (the line links to its predecessor, so its
 //	                                             own seq was changed)
 //	reordered: seq goes back from A to B
+//	reordered: lines N and N+1 swapped (seq B before seq A+1)
+//	reordered: seq C is at line M, after seq B  (seq jumps from A to B, and a seq between A
+//	                                             and B comes later in the file)
 //
 // with "the previous file's last line" for "line N" on VerifyFrom's first line. Which line is
 // named: a line edited without breaking its JSON is reported at the line after it, whose
 // prev_sha256 no longer matches; an edit that breaks the JSON at the line itself; a deleted
-// line at the line that now takes its place; two swapped lines at the first of them, as a
-// seq jump.
+// line at the line that now takes its place; two swapped lines at the first of them. A seq
+// jump is a deletion only when none of the skipped seqs comes later in the file: Verify
+// reads on past the break to tell.
 type BrokenError struct {
 	Line   int
 	Reason string
@@ -41,3 +74,28 @@ type BrokenError struct {
 func (e *BrokenError) Error() string {
 	return fmt.Sprintf("audit chain broken at line %d: %s", e.Line, e.Reason)
 }
+
+// AnchorError is Check's answer for a file whose chain holds but disagrees with its anchor.
+// Kind is one of ErrTailCut, ErrLineEdited, ErrPastAnchor, ErrFirstMissing and
+// ErrFirstChanged; Line is the file's line concerned (1-based), 0 when it is not in the file
+// (a cut tail); Reason says which seqs, starting with Kind's text:
+//
+//	tail cut: seq A-B missing (the anchor ends at seq B, the file at seq A-1)
+//	edited: seq A is not the line anchored (its sha256 differs from the anchor's)
+//	lines past the anchor: seq A-B (the anchor ends at seq A-1)
+//	first line missing: seq A-B (the anchor says the file starts at seq A, it starts at B+1)
+//	first line changed: …
+type AnchorError struct {
+	Kind   error
+	Line   int
+	Reason string
+}
+
+func (e *AnchorError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("audit anchor: line %d: %s", e.Line, e.Reason)
+	}
+	return "audit anchor: " + e.Reason
+}
+
+func (e *AnchorError) Unwrap() error { return e.Kind }

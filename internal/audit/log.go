@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -43,6 +44,10 @@ type Options struct {
 	MaxBytes int64
 	// Keep is how many rotated files are kept, FILE.1 (newest) to FILE.Keep; below 1 means 1.
 	Keep int
+	// Signer, when set, signs the anchor at every append, and a writer that finds an anchor
+	// this key does not verify records it as a mismatch. Every writer of a log should use the
+	// same key (certificates are signed with it too).
+	Signer Signer
 }
 
 // Log appends events to one audit file. Its methods are safe for concurrent use, and other
@@ -59,11 +64,17 @@ type Log struct {
 	seq  uint64      // seq of f's last line
 	prev string      // sha256 of f's last line
 	torn int64       // torn bytes cut off and not yet recorded in a line
+
+	anchorF *os.File // path+".anchor", written in place (never O_APPEND: pwrite(2) would append)
+	anchor  Anchor   // what anchorF holds, as this Log last wrote or read it; Seq 0 before any line
+
+	head atomic.Pointer[Head] // (seq, prev) published for Head; nil before any line
 }
 
 // Open opens the audit log at path, creating it (0640) and its directory (0750) if missing,
-// and cuts off a torn tail a crash left (see the package comment). It also creates
-// path+".lock", the file every writer of the chain locks. Errors: ErrCorruptTail, or the
+// cuts off a torn tail a crash left, and checks the log against its anchor, recording a
+// mismatch in a line of its own (see the package comment). It also creates path+".lock", the
+// file every writer of the chain locks, and AnchorPath(path). Errors: ErrCorruptTail, or the
 // failing system call's (*fs.PathError, *os.SyscallError).
 func Open(path string, opts Options) (*Log, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
@@ -74,7 +85,15 @@ func Open(path string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
 	l := &Log{path: path, opts: opts, lock: lock, size: -1}
-	err = l.locked(l.catchUp)
+	err = l.locked(func() error {
+		// Created under the lock, like every change to the chain's files.
+		f, err := openCreate(AnchorPath(path), os.O_RDWR)
+		if err != nil {
+			return err
+		}
+		l.anchorF = f
+		return l.catchUp()
+	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open audit log %s: %w", path, err), l.Close())
 	}
@@ -123,6 +142,17 @@ func (l *Log) Append(ev Event) error {
 	return nil
 }
 
+// Head returns the chain's head as this Log last saw it: the seq and sha256 of the last line
+// it wrote or found at the end of the file (another process's later appends show once this
+// Log appends again). ok is false while the log has no line. It never blocks: it reads a
+// snapshot published after each append, so a caller may ask while an append waits on the disk.
+func (l *Log) Head() (h Head, ok bool) {
+	if p := l.head.Load(); p != nil {
+		return *p, true
+	}
+	return Head{}, false
+}
+
 // Close closes the log. Further Appends return ErrClosed; Close itself may be called again.
 func (l *Log) Close() error {
 	l.mu.Lock()
@@ -131,6 +161,10 @@ func (l *Log) Close() error {
 	if l.f != nil {
 		errs = append(errs, l.f.Close())
 		l.f = nil
+	}
+	if l.anchorF != nil {
+		errs = append(errs, l.anchorF.Close())
+		l.anchorF = nil
 	}
 	if l.lock != nil {
 		errs = append(errs, l.lock.Close())
@@ -169,8 +203,8 @@ func flock(f *os.File, how int) error {
 }
 
 // catchUp makes l.f the file now at l.path and l.seq, l.prev its last line, after whatever
-// other writers did since this Log last looked: appended, rotated, or died leaving a torn tail.
-// The file lock is held.
+// other writers did since this Log last looked: appended, rotated, or died leaving a torn tail
+// or a line past the anchor; then it reconciles the anchor with that. The file lock is held.
 func (l *Log) catchUp() error {
 	fi, err := l.current()
 	if err != nil {
@@ -191,13 +225,26 @@ func (l *Log) catchUp() error {
 	}
 	l.size = t.end
 	if t.last != nil {
-		l.seq, l.prev = t.link.seq, hashLine(t.last)
-		return nil
+		l.setTail(t.link.seq, hashLine(t.last))
+	} else {
+		// An empty file starts a fresh chain, unless a crash between renaming it to FILE.1 and
+		// writing the "rotated" line left FILE.1 holding the chain's end.
+		l.setTail(0, zeroHash)
+		if err := l.linkToRotated(); err != nil {
+			return err
+		}
 	}
-	// An empty file starts a fresh chain, unless a crash between renaming it to FILE.1 and
-	// writing the "rotated" line left FILE.1 holding the chain's end.
-	l.seq, l.prev = 0, zeroHash
-	return l.linkToRotated()
+	return l.reconcile()
+}
+
+// setTail records seq and prev as the chain's last line, and publishes them for Head.
+func (l *Log) setTail(seq uint64, prev string) {
+	l.seq, l.prev = seq, prev
+	if seq == 0 {
+		l.head.Store(nil)
+		return
+	}
+	l.head.Store(&Head{Seq: seq, SHA256: prev})
 }
 
 // linkToRotated continues the chain from the last good line of FILE.1, if there is one.
@@ -218,7 +265,7 @@ func (l *Log) linkToRotated() error {
 	if err != nil || t.last == nil {
 		return err
 	}
-	l.seq, l.prev = t.link.seq, hashLine(t.last)
+	l.setTail(t.link.seq, hashLine(t.last))
 	return nil
 }
 
@@ -251,7 +298,12 @@ func (l *Log) current() (os.FileInfo, error) {
 // openAppend opens path for appending, creating it 0640 and, if it did, fsyncing its
 // directory so the file outlives a power loss.
 func openAppend(path string) (*os.File, error) {
-	const flags = os.O_RDWR | os.O_APPEND | os.O_CREATE
+	return openCreate(path, os.O_RDWR|os.O_APPEND)
+}
+
+// openCreate opens path with flags, creating it 0640 and, if it did, fsyncing its directory.
+func openCreate(path string, flags int) (*os.File, error) {
+	flags |= os.O_CREATE
 	f, err := os.OpenFile(path, flags|os.O_EXCL, 0o640)
 	if errors.Is(err, fs.ErrExist) {
 		return os.OpenFile(path, flags, 0o640)
@@ -282,8 +334,8 @@ func (l *Log) next(rec record) ([]byte, error) {
 	return encodeLine(rec)
 }
 
-// write appends line with a single Write: one write(2) in the normal case. A short write
-// (disk full) is cut back off so the chain stays whole.
+// write appends line with a single Write: one write(2) in the normal case, then updates the
+// anchor. A short write (disk full) is cut back off so the chain stays whole.
 func (l *Log) write(line []byte, sync bool) error {
 	if _, err := l.f.Write(line); err != nil {
 		if terr := l.f.Truncate(l.size); terr != nil {
@@ -291,21 +343,59 @@ func (l *Log) write(line []byte, sync bool) error {
 		}
 		return err
 	}
-	if sync {
-		if err := l.f.Sync(); err != nil {
-			// The line is written but maybe not durable; the chain is intact.
-			l.advance(line)
-			return err
-		}
-	}
 	l.advance(line)
-	return nil
+	var err error
+	if sync {
+		// On failure the line is written but maybe not durable; the chain is intact.
+		err = l.f.Sync()
+	}
+	return errors.Join(err, l.writeAnchor(sync))
 }
 
 // advance records that line is now the file's last line.
 func (l *Log) advance(line []byte) {
+	if l.size == 0 { // the file's first line: where its anchor says it starts
+		l.anchor.FirstSeq, l.anchor.FirstPrev = l.seq+1, l.prev
+	}
 	l.size += int64(len(line))
-	l.seq++
-	l.prev = hashLine(line[:len(line)-1])
+	l.setTail(l.seq+1, hashLine(line[:len(line)-1]))
+	l.anchor.Head = Head{Seq: l.seq, SHA256: l.prev}
 	l.torn = 0
+}
+
+// writeAnchor writes l.anchor, signed when there is a key, over the anchor file in one
+// pwrite(2). It comes after the line it names: a writer killed in between leaves one line
+// past the anchor, which the next writer finds and records (reconcile). With sync it is
+// fdatasync(2)ed, as durable as the line. The file lock is held.
+func (l *Log) writeAnchor(sync bool) error {
+	a := l.anchor
+	a.Signature = nil
+	if l.opts.Signer != nil {
+		a = sign(a, l.opts.Signer)
+	}
+	buf, err := encodeAnchor(a)
+	if err == nil {
+		_, err = l.anchorF.WriteAt(buf, 0)
+	}
+	if err == nil && sync {
+		err = fdatasync(l.anchorF)
+	}
+	if err != nil {
+		// The anchor may now lag the log: the next append re-reads both (and records it).
+		l.size = -1
+		return err
+	}
+	l.anchor = a
+	return nil
+}
+
+// fdatasync flushes f's data: after its first write an anchor file keeps its length, so no
+// metadata is needed to read it back (fdatasync(2)).
+func fdatasync(f *os.File) error {
+	for {
+		err := unix.Fdatasync(int(f.Fd()))
+		if err != unix.EINTR {
+			return os.NewSyscallError("fdatasync", err) // nil stays nil
+		}
+	}
 }

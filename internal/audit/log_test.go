@@ -157,8 +157,28 @@ func TestFileModes(t *testing.T) {
 	assert.Zero(t, di.Mode().Perm()&^0o750, "dir mode %v", di.Mode())
 }
 
+// writeLogAnchors writes a log of n events at path and returns its bytes and, for each k of
+// 0..n, the anchor file as it was after k lines (nil for 0).
+func writeLogAnchors(t *testing.T, path string, n int) ([]byte, [][]byte) {
+	t.Helper()
+	l := openLog(t, path, Options{})
+	anchors := [][]byte{nil}
+	for i := range n {
+		require.NoError(t, l.Append(writerEvent("bot", i)))
+		a, err := os.ReadFile(AnchorPath(path))
+		require.NoError(t, err)
+		anchors = append(anchors, a)
+	}
+	require.NoError(t, l.Close())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b, anchors
+}
+
+// A writer killed inside write(2) leaves a torn tail after the line its anchor names: Open
+// cuts it, and the log and its anchor agree again.
 func TestTornTailIsCutAndRecorded(t *testing.T) {
-	good := writeLog(t, logPath(t), 5)
+	good, anchors := writeLogAnchors(t, logPath(t), 5)
 	last := lines(good)[4]
 	tests := []struct {
 		name      string
@@ -177,6 +197,9 @@ func TestTornTailIsCutAndRecorded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "audit.jsonl")
 			require.NoError(t, os.WriteFile(path, tt.data, 0o640))
+			if a := anchors[tt.goodLines]; a != nil {
+				require.NoError(t, os.WriteFile(AnchorPath(path), a, 0o640))
+			}
 
 			rep, err := Verify(bytes.NewReader(tt.data))
 			require.NoError(t, err)
@@ -198,6 +221,8 @@ func TestTornTailIsCutAndRecorded(t *testing.T) {
 			appended := decode(t, after[len(kept):])
 			assert.EqualValues(t, tt.torn, appended.TornBytes)
 			assert.EqualValues(t, tt.goodLines+1, appended.Seq)
+			assert.Equal(t, TypeAgentStarted, appended.Type, "no anchor mismatch")
+			checkOK(t, path)
 		})
 	}
 }

@@ -66,10 +66,11 @@ func hashLine(line []byte) string {
 // formatTime is the time field's layout.
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// link is the part of a line the chain is made of.
+// link is the part of a line the chain is made of, and its type.
 type link struct {
 	seq  uint64
 	prev string
+	typ  string
 }
 
 var errNotJSON = errors.New("not JSON")
@@ -82,6 +83,7 @@ func decodeLink(line []byte) (link, error) {
 	}
 	var raw struct {
 		Seq  *uint64 `json:"seq"`
+		Type any     `json:"type"` // any: a type that is not a string is not a chain break
 		Prev *string `json:"prev_sha256"`
 	}
 	if err := json.Unmarshal(line, &raw); err != nil {
@@ -95,7 +97,8 @@ func decodeLink(line []byte) (link, error) {
 	case !isHash(*raw.Prev):
 		return link{}, notRecord("prev_sha256 is not 64 lowercase hex digits")
 	}
-	return link{seq: *raw.Seq, prev: *raw.Prev}, nil
+	typ, _ := raw.Type.(string)
+	return link{seq: *raw.Seq, prev: *raw.Prev, typ: typ}, nil
 }
 
 func notRecord(detail string) error { return errors.New("not an audit record: " + detail) }

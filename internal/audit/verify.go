@@ -2,6 +2,8 @@ package audit
 
 import (
 	"bufio"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -18,6 +20,16 @@ type Report struct {
 	// audit record. It is tolerated (Open cuts it off); callers should warn.
 	TornTail  bool
 	TornBytes int64 // the torn tail's length, "\n" included: what Open would cut off
+	// Mismatches are the lines of type anchor_mismatch: each says a writer found the log and
+	// its anchor disagreeing, and went on from there (see the package comment).
+	Mismatches []Mismatch
+}
+
+// Mismatch is a line of type anchor_mismatch.
+type Mismatch struct {
+	Line int    // 1-based, in the file
+	Seq  uint64 // the line's seq
+	Data MismatchData
 }
 
 // Verify walks the chain in r from its first line, which may carry any seq and prev_sha256
@@ -25,6 +37,7 @@ type Report struct {
 // tell). Every later complete line must be an audit record whose prev_sha256 is the sha256 of
 // the line before it and whose seq is one more. The first line that is not gives a
 // *BrokenError; a read error is returned wrapped. Everything up to the break is in the Report.
+// Verify does not read the anchor: Check does.
 func Verify(r io.Reader) (Report, error) {
 	return verify(r, nil)
 }
@@ -40,6 +53,25 @@ func VerifyFrom(r io.Reader, prev Report) (Report, error) {
 
 func verify(r io.Reader, prev *Report) (Report, error) {
 	v := verifier{prev: prev}
+	err := v.walk(r)
+	return v.rep, err
+}
+
+type verifier struct {
+	prev *Report // the file this one continues; nil for none
+	rep  Report
+
+	// watch is a seq whose line to note (the anchor's head); 0 for none.
+	watch uint64
+	// watchedLine and watchedHash are that line's number and sha256, once seen.
+	watchedLine int
+	watchedHash string
+
+	// jump is set by check when the chain breaks with a seq jump from jump[0] to jump[1].
+	jump *[2]uint64
+}
+
+func (v *verifier) walk(r io.Reader) error {
 	br := bufio.NewReader(r)
 	// A line is checked once the next one is read: a bad line is a break when a complete
 	// line follows it, and part of a torn tail when it is the last.
@@ -49,14 +81,14 @@ func verify(r io.Reader, prev *Report) (Report, error) {
 		if err == nil {
 			if pending != nil {
 				if err := v.check(pending); err != nil {
-					return v.rep, err
+					return v.explain(err, seg, br)
 				}
 			}
 			pending = seg[:len(seg)-1]
 			continue
 		}
 		if err != io.EOF {
-			return v.rep, fmt.Errorf("read audit log: %w", err)
+			return fmt.Errorf("read audit log: %w", err)
 		}
 		if len(seg) > 0 {
 			v.rep.TornTail = true
@@ -67,16 +99,11 @@ func verify(r io.Reader, prev *Report) (Report, error) {
 				v.rep.TornTail = true
 				v.rep.TornBytes += int64(len(pending)) + 1
 			} else if err := v.check(pending); err != nil {
-				return v.rep, err
+				return v.explain(err, nil, br)
 			}
 		}
-		return v.rep, nil
+		return nil
 	}
-}
-
-type verifier struct {
-	prev *Report // the file this one continues; nil for none
-	rep  Report
 }
 
 // check verifies the next complete line (no "\n") and adds it to the report.
@@ -89,9 +116,9 @@ func (v *verifier) check(line []byte) error {
 	var reason string
 	switch {
 	case v.rep.Lines > 0:
-		reason = linkReason(l, v.rep.LastHash, v.rep.LastSeq, fmt.Sprintf("line %d", n-1))
+		reason = v.linkReason(l, v.rep.LastHash, v.rep.LastSeq, fmt.Sprintf("line %d", n-1))
 	case v.prev != nil:
-		reason = linkReason(l, v.prev.LastHash, v.prev.LastSeq, "the previous file's last line")
+		reason = v.linkReason(l, v.prev.LastHash, v.prev.LastSeq, "the previous file's last line")
 	}
 	if reason != "" {
 		return &BrokenError{Line: n, Reason: reason}
@@ -101,12 +128,23 @@ func (v *verifier) check(line []byte) error {
 	}
 	v.rep.Lines = n
 	v.rep.LastSeq, v.rep.LastHash = l.seq, hashLine(line)
+	if v.watch != 0 && l.seq == v.watch {
+		v.watchedLine, v.watchedHash = n, v.rep.LastHash
+	}
+	if l.typ == TypeAnchorMismatch {
+		m := Mismatch{Line: n, Seq: l.seq}
+		var rec struct{ Data MismatchData }
+		// Data that does not decode leaves an unknown cause: still a mismatch to report.
+		json.Unmarshal(line, &rec)
+		m.Data = rec.Data
+		v.rep.Mismatches = append(v.rep.Mismatches, m)
+	}
 	return nil
 }
 
 // linkReason says why l does not follow the line whose hash and seq are given, named before;
-// "" when it does.
-func linkReason(l link, hash string, seq uint64, before string) string {
+// "" when it does. A jump forward is noted in v.jump, for explain.
+func (v *verifier) linkReason(l link, hash string, seq uint64, before string) string {
 	hashOK := l.prev == hash
 	switch {
 	case hashOK && l.seq == seq+1:
@@ -116,8 +154,51 @@ func linkReason(l link, hash string, seq uint64, before string) string {
 	case l.seq == seq+1:
 		return "edited or reordered: prev_sha256 does not match " + before
 	case l.seq > seq+1:
+		v.jump = &[2]uint64{seq, l.seq}
 		return fmt.Sprintf("deleted line(s): seq jumps from %d to %d", seq, l.seq)
 	default:
 		return fmt.Sprintf("reordered: seq goes back from %d to %d", seq, l.seq)
 	}
+}
+
+// explain refines err, the break check found, by reading on: a seq jump from A to B is a
+// reordering, not a deletion, when a seq between A and B comes later in the file. next is the
+// complete line after the break, rest the input after it.
+func (v *verifier) explain(err error, next []byte, rest *bufio.Reader) error {
+	var broken *BrokenError
+	if v.jump == nil || !errors.As(err, &broken) {
+		return err
+	}
+	from, to := v.jump[0], v.jump[1]
+	for n := broken.Line + 1; ; n++ {
+		line := next
+		if line == nil {
+			var rerr error
+			if line, rerr = rest.ReadBytes('\n'); len(line) == 0 {
+				if rerr != nil && rerr != io.EOF {
+					return errors.Join(err, fmt.Errorf("read audit log: %w", rerr))
+				}
+				return err
+			}
+		}
+		next = nil
+		l, lerr := decodeLink(trimNewline(line))
+		if lerr != nil || l.seq <= from || l.seq >= to {
+			continue
+		}
+		if n == broken.Line+1 && l.seq == from+1 && to == from+2 {
+			broken.Reason = fmt.Sprintf("reordered: lines %d and %d swapped (seq %d before seq %d)",
+				broken.Line, n, to, l.seq)
+		} else {
+			broken.Reason = fmt.Sprintf("reordered: seq %d is at line %d, after seq %d", l.seq, n, to)
+		}
+		return broken
+	}
+}
+
+func trimNewline(b []byte) []byte {
+	if len(b) > 0 && b[len(b)-1] == '\n' {
+		return b[:len(b)-1]
+	}
+	return b
 }

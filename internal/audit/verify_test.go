@@ -40,7 +40,7 @@ func TestVerifyFindsTampering(t *testing.T) {
 			line: 6, reason: "edited or reordered: prev_sha256 does not match line 5",
 		},
 		{
-			// What the acceptance test does: sed '2s/"/'"'"'/'.
+			// What a hand edit with sed '2s/"/'"'"'/' does.
 			name: "one byte of a middle line, JSON broken",
 			fn: func(ls [][]byte) [][]byte {
 				ls[2] = bytes.Replace(ls[2], []byte(`"`), []byte(`'`), 1)
@@ -59,7 +59,28 @@ func TestVerifyFindsTampering(t *testing.T) {
 				ls[4], ls[5] = ls[5], ls[4]
 				return ls
 			},
-			line: 4, reason: "deleted line(s): seq jumps from 3 to 5",
+			line: 4, reason: "reordered: lines 4 and 5 swapped (seq 5 before seq 4)",
+		},
+		{
+			name: "a line moved two places down",
+			fn: func(ls [][]byte) [][]byte {
+				ls[4], ls[5], ls[6] = ls[5], ls[6], ls[4]
+				return ls
+			},
+			line: 4, reason: "reordered: seq 4 is at line 6, after seq 5",
+		},
+		{
+			name: "a line moved up",
+			fn: func(ls [][]byte) [][]byte {
+				ls[4], ls[5], ls[6] = ls[6], ls[4], ls[5]
+				return ls
+			},
+			line: 4, reason: "reordered: seq 4 is at line 5, after seq 6",
+		},
+		{
+			name: "two lines deleted, later lines intact",
+			fn:   func(ls [][]byte) [][]byte { return append(ls[:4], ls[6:]...) },
+			line: 4, reason: "deleted line(s): seq jumps from 3 to 6",
 		},
 		{
 			name: "an old line copied further down",
@@ -139,7 +160,8 @@ func TestVerifyFindsTampering(t *testing.T) {
 	}
 }
 
-// The limits the package comment states, pinned down.
+// The limits of the chain alone, pinned down: Check closes them with the anchor
+// (TestCheckAgainstTheAnchor).
 func TestVerifyCannotSee(t *testing.T) {
 	ls := lines(writeLog(t, logPath(t), 10))
 	tests := []struct {
