@@ -10,15 +10,28 @@ this directory on PYTHONPATH.
     hk.start_heartbeat()                # daemon thread, every WATCHDOG_USEC/3 (1s when unset)
     for step in range(1, 100):
         hk.checkpoint()                 # raises HermeskillTerminated once hermeskilld said STOP
+        with hk.extend(300):            # a model call that may take minutes
+            answer = llm(prompt)
         hk.tool_call("web_search", {"q": "..."})   # only a hash of the arguments leaves the agent
         hk.usage(tokens=total_tokens, cost_usd=total_cost)          # cumulative values
         hk.progress(step)
 
-Protocol: hermeskilld DESIGN.md section 2 (agent -> supervisor: one datagram of
+Protocol: hermeskilld's docs/protocol.md (agent -> supervisor: one datagram of
 newline-separated KEY=VALUE lines on an AF_UNIX SOCK_DGRAM socket, a superset of
-sd_notify(3), https://www.freedesktop.org/software/systemd/man/sd_notify.html) and
-section 2.1 (directives, supervisor -> agent). The address comes from HERMESKILL_SOCKET,
-else NOTIFY_SOCKET, so the same client also talks to systemd.
+sd_notify(3), https://www.freedesktop.org/software/systemd/man/sd_notify.html, and the
+directives, supervisor -> agent). The address comes from HERMESKILL_SOCKET, else
+NOTIFY_SOCKET, so the same client also talks to systemd.
+
+What the heartbeat thread proves: only that a thread lives, which is not that the agent
+works. So it vouches for the agent (WATCHDOG=1) only while the work loop passes through the
+client: a call of ready, beat, progress, usage, tool_call, error, status, stopping, trigger,
+checkpoint or extend (or the end of a wait; creating the client counts too) within the
+heartbeat timeout, WATCHDOG_USEC, or three beat intervals when it is unset. Then it falls
+silent, and the supervisor kills a wedged main loop at most about two timeouts after its last
+call. A call that may block longer than the timeout is declared with extend(seconds): it
+sends EXTEND_TIMEOUT_USEC, which hermeskilld bounds by its max_extension, and while the wait
+lasts the thread vouches with EXTEND_TIMEOUT_USEC (WATCHDOG=1 to systemd, which cannot extend
+a watchdog), never past the declared time.
 
 Guarantees:
 - Unsupervised (neither variable set), every method returns at once, checkpoint() never
@@ -52,6 +65,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 __all__ = [
     "Client",
     "ConfigError",
+    "Extension",
     "HermeskillTerminated",
     "MAX_TEXT_BYTES",
     "MAX_WARNINGS",
@@ -68,6 +82,8 @@ MAX_WARNINGS = 64
 _SUN_PATH_MAX = 107
 _RECV_BYTES = 16384
 _DEFAULT_HEARTBEAT_S = 1.0
+# Without WATCHDOG_USEC, the heartbeat thread vouches for this many intervals after a call.
+_WINDOW_BEATS = 3
 # Errors of send() meaning "not connected to a live supervisor any more": reconnect.
 _DISCONNECTED = frozenset(
     (errno.ECONNREFUSED, errno.ECONNRESET, errno.ENOTCONN, errno.EDESTADDRREQ)
@@ -160,18 +176,24 @@ def _parse_fields(data: bytes) -> Dict[str, str]:
     return fields
 
 
-def _heartbeat_from_env(env: Mapping[str, str]) -> float:
-    """A third of WATCHDOG_USEC, as systemd recommends; 1s when unset or not for us."""
+def _watchdog_from_env(env: Mapping[str, str]) -> Optional[float]:
+    """WATCHDOG_USEC in seconds; None when unset, malformed or not for us."""
     pid = env.get("WATCHDOG_PID")
     if pid and pid != str(os.getpid()):  # sd_watchdog_enabled(3): the watchdog is another process's
-        return _DEFAULT_HEARTBEAT_S
+        return None
     try:
         usec = int(env.get("WATCHDOG_USEC", ""))
     except ValueError:
-        return _DEFAULT_HEARTBEAT_S
+        return None
     if usec <= 0:
-        return _DEFAULT_HEARTBEAT_S
-    return usec / 3e6
+        return None
+    return usec / 1e6
+
+
+def _usec(seconds: float) -> int:
+    """Seconds as whole microseconds, rounded up (a wait is never of 0 µs), at most
+    USEC_INFINITY (2**64-1), the largest value the protocol carries."""
+    return min(max(1, math.ceil(seconds * 1e6)), 2**64 - 1)
 
 
 def _signal_number(sig: Union[int, str]) -> signal.Signals:
@@ -202,7 +224,8 @@ class Client:
     SIGUSR2 from the supervisor kill the agent instead of dumping.
 
     ``heartbeat_interval``: seconds between beats of start_heartbeat(); default a third of
-    WATCHDOG_USEC, or 1s.
+    WATCHDOG_USEC, or 1s. The heartbeat thread vouches for WATCHDOG_USEC after the work
+    loop's last call, or for three intervals when it is unset.
 
     Raises ConfigError for a malformed address, OSError if no socket can be created.
     """
@@ -221,14 +244,25 @@ class Client:
         environ: Optional[Mapping[str, str]] = None,
     ) -> None:
         env = os.environ if environ is None else environ
+        # systemd (NOTIFY_SOCKET alone) cannot extend a watchdog: waits are covered with
+        # WATCHDOG=1 there.
+        self._systemd = False
         if address is None:
-            address = env.get("HERMESKILL_SOCKET") or env.get("NOTIFY_SOCKET") or None
+            address = env.get("HERMESKILL_SOCKET") or None
+            if address is None:
+                address = env.get("NOTIFY_SOCKET") or None
+                self._systemd = address is not None
+        self._watchdog = _watchdog_from_env(env)
         if heartbeat_interval is None:
-            heartbeat_interval = _heartbeat_from_env(env)
+            heartbeat_interval = _DEFAULT_HEARTBEAT_S if self._watchdog is None else self._watchdog / 3
         _check_interval(heartbeat_interval)
 
         self._address = address
         self._heartbeat_interval = float(heartbeat_interval)
+        # What the heartbeat thread knows of the work loop (time.monotonic() seconds): its
+        # last call (creating the client counts) and the ends of the open declared waits.
+        self._active = time.monotonic()
+        self._waits = []  # type: List[float]
         self._interrupt_main = interrupt_main
         self._on_warning = on_warning
         # RLock: a signal handler of the agent may call the client while the main thread
@@ -333,14 +367,15 @@ class Client:
 
     # -- messages (agent -> supervisor) --------------------------------------------------
     # Each returns True when its datagram was handed to the kernel, False when it was
-    # dropped or the client is a no-op or closed.
+    # dropped or the client is a no-op or closed. Each call, like checkpoint() and extend(),
+    # counts as activity of the work loop (see start_heartbeat).
 
     def ready(self) -> bool:
         """READY=1: startup is done; the heartbeat deadline starts."""
         return self._send(["READY=1"], announce=True)
 
     def beat(self) -> bool:
-        """WATCHDOG=1: one heartbeat."""
+        """WATCHDOG=1: one heartbeat from the work loop (unlike the heartbeat thread's)."""
         return self._send(["WATCHDOG=1"])
 
     def progress(self, n: int) -> bool:
@@ -367,6 +402,7 @@ class Client:
                 raise ValueError("hermeskill: cost_usd must be finite and >= 0, not %r" % cost)
             lines.append("COST_USD=" + repr(cost))
         if not lines:
+            self._active = time.monotonic()
             return False
         return self._send(lines)
 
@@ -374,6 +410,7 @@ class Client:
         """TOOL=name + TOOL_ARGS_SHA256: one tool call begins. The arguments stay here."""
         if self._sock is None:
             return False  # unsupervised: do not even hash them
+        self._active = time.monotonic()  # hashing large arguments takes a while
         return self._send(["TOOL=" + _text(name), "TOOL_ARGS_SHA256=" + tool_args_sha256(args)])
 
     def error(self, err: Any) -> bool:
@@ -398,10 +435,57 @@ class Client:
             lines.append("STATUS=" + _text(reason))
         return self._send(lines)
 
+    def extend(self, seconds: float) -> "Extension":
+        """EXTEND_TIMEOUT_USEC: the work loop is about to wait up to ``seconds`` in a call that
+        cannot report meanwhile (a model request of minutes, a long tool).
+
+        Returns an Extension that ends the wait: use it as a context manager, or call it::
+
+            with hk.extend(300):
+                answer = llm(prompt)
+
+            end = hk.extend(300)
+            try:
+                answer = llm(prompt)
+            finally:
+                end()
+
+        hermeskilld bounds extensions by its max_extension. While the wait lasts and the work
+        loop is silent, the heartbeat thread vouches with EXTEND_TIMEOUT_USEC (WATCHDOG=1 to
+        systemd), never past the declared time: a call that hangs longer is not vouched for.
+        Waits may overlap (one per thread); the longest open one counts. Declaring and ending
+        a wait count as activity. Raises ValueError unless ``seconds`` is a finite number
+        above 0 (TypeError for a non-number), supervised or not.
+        """
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError("hermeskill: extend takes a number of seconds, not %r" % (seconds,))
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError("hermeskill: extend takes a finite number of seconds above 0, not %r" % (seconds,))
+        if self._sock is None:
+            return Extension(None, 0.0)
+        self._active = now = time.monotonic()
+        until = now + seconds
+        with self._lock:
+            self._waits.append(until)
+            self._send(["EXTEND_TIMEOUT_USEC=%d" % _usec(seconds)])
+        return Extension(self, until)
+
+    def _end_wait(self, until: float) -> None:
+        with self._lock:
+            try:
+                self._waits.remove(until)
+            except ValueError:
+                pass
+        self._active = time.monotonic()
+
     # -- directives (supervisor -> agent) ------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Raise HermeskillTerminated if hermeskilld asked the agent to stop; else return."""
+        """Raise HermeskillTerminated if hermeskilld asked the agent to stop; else return.
+
+        Call it once per step: it counts as activity of the work loop.
+        """
+        self._active = time.monotonic()
         if self._stop_event.is_set():
             check, reason, grace = self._stop_info or ("", "", None)
             raise HermeskillTerminated(check, reason, grace)
@@ -412,8 +496,15 @@ class Client:
         """Beat from a daemon thread every ``interval`` seconds until close().
 
         Default interval: the constructor's. Beats once at once. A second call while the
-        thread runs does nothing. The thread proves the process is alive, not that it
-        makes progress: report that with progress().
+        thread runs does nothing.
+
+        A thread proves only that the process lives, so it vouches for the agent only while
+        the work loop passes through the client. Every ``interval`` it sends WATCHDOG=1 if a
+        method was called (checkpoint() included) within the heartbeat timeout
+        (WATCHDOG_USEC, or three intervals when unset); else, while a wait declared with
+        extend() lasts, EXTEND_TIMEOUT_USEC of the timeout or what is left of the wait
+        (WATCHDOG=1 to systemd); else nothing, and the supervisor's heartbeat timeout kills
+        a wedged main loop. Call the client once per step, and declare long waits.
         """
         if interval is not None:
             _check_interval(interval)
@@ -431,15 +522,31 @@ class Client:
             self._heartbeat_thread.start()
 
     def _heartbeat_loop(self, interval: float) -> None:
+        window = self._watchdog if self._watchdog is not None else _WINDOW_BEATS * interval
         next_at = time.monotonic()
         while True:
-            self.beat()
+            self._vouch(window)
             next_at += interval
             delay = next_at - time.monotonic()
             if delay < 0:  # we were not scheduled for a while: do not burst to catch up
                 next_at, delay = time.monotonic(), 0.0
             if self._closing.wait(delay):
                 return
+
+    def _vouch(self, window: float) -> None:
+        """One tick of the heartbeat thread; it is no activity of the work loop."""
+        now = time.monotonic()
+        if now - self._active < window:
+            self._send(["WATCHDOG=1"], activity=False)
+            return
+        with self._lock:
+            until = max(self._waits, default=0.0)
+        if now >= until:
+            return  # the work loop is silent and no declared wait covers it
+        if self._systemd:
+            self._send(["WATCHDOG=1"], activity=False)
+        else:
+            self._send(["EXTEND_TIMEOUT_USEC=%d" % _usec(min(window, until - now))], activity=False)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -489,7 +596,9 @@ class Client:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _send(self, lines: List[str], announce: bool = False) -> bool:
+    def _send(self, lines: List[str], announce: bool = False, activity: bool = True) -> bool:
+        if activity:
+            self._active = time.monotonic()
         if self._sock is None:
             return False
         with self._lock:
@@ -599,6 +708,37 @@ class Client:
         self._stop_event.set()
         if self._interrupt_main:
             _thread.interrupt_main()
+
+
+class Extension:
+    """A wait declared with Client.extend(): end it with end(), by calling it, or by leaving
+    its ``with`` block. Ending it more than once does nothing; the first end counts as
+    activity of the work loop."""
+
+    def __init__(self, client: Optional[Client], until: float) -> None:
+        self._client = client
+        self._until = until
+        self._ended = client is None
+        self._lock = threading.Lock()
+
+    def end(self) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        assert self._client is not None
+        self._client._end_wait(self._until)
+
+    __call__ = end
+
+    def __enter__(self) -> "Extension":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.end()
+
+    def __repr__(self) -> str:
+        return "<hermeskill.Extension %s>" % ("ended" if self._ended else "open")
 
 
 def _check_interval(interval: float) -> None:

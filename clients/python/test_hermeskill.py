@@ -14,6 +14,7 @@ import selectors
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -258,6 +259,9 @@ class NoopClientTest(unittest.TestCase):
             ]
             hk.start_heartbeat(0.01)
             hk.checkpoint()
+            with hk.extend(60) as wait:
+                pass
+            wait()
             self.assertEqual(results, [False] * len(results))
             self.assertFalse(hk.stop_requested)
             self.assertEqual((hk.sent, hk.dropped, hk.warnings), (0, 0, []))
@@ -282,6 +286,12 @@ class NoopClientTest(unittest.TestCase):
                     hk.usage(tokens=-3)
                 with self.assertRaises(ValueError):
                     hk.start_heartbeat(-1)
+                for bad in (0, -1, float("nan"), float("inf")):
+                    with self.assertRaises(ValueError):
+                        hk.extend(bad)
+                for bad in ("5", None, True):
+                    with self.assertRaises(TypeError):
+                        hk.extend(bad)
 
 
 class DatagramTest(SupervisedTestCase):
@@ -529,7 +539,8 @@ class SocketTroubleTest(SupervisedTestCase):
 
 class HeartbeatTest(SupervisedTestCase):
     def test_beats_at_interval_and_stops_on_close(self):
-        hk = self.client(heartbeat_interval=0.05)
+        # A heartbeat timeout of a minute: the client's creation vouches for the whole test.
+        hk = self.client(heartbeat_interval=0.05, environ={"WATCHDOG_USEC": "60000000"})
         hk.start_heartbeat()
         thread = hk._heartbeat_thread
         hk.start_heartbeat()  # a second call does not start a second thread
@@ -558,6 +569,271 @@ class HeartbeatTest(SupervisedTestCase):
         for _ in range(5):
             self.assertEqual(self.sup.recv(), "WATCHDOG=1")
         self.assertLess(time.monotonic() - start, 0.9)
+
+
+class ExtendTest(SupervisedTestCase):
+    def test_declaring_a_wait_sends_extend_timeout_usec(self):
+        hk = self.client()
+        with hk.extend(90) as wait:
+            self.assertEqual(self.sup.recv(), "EXTEND_TIMEOUT_USEC=90000000")
+            self.assertIn("open", repr(wait))
+        self.assertIn("ended", repr(wait))
+        wait()  # ending again does nothing
+        end = hk.extend(1e-9)
+        self.assertEqual(self.sup.recv(), "EXTEND_TIMEOUT_USEC=1", "rounded up, never 0")
+        end()
+        end.end()
+        hk.extend(1e300)()
+        self.assertEqual(self.sup.recv(), "EXTEND_TIMEOUT_USEC=18446744073709551615", "at most USEC_INFINITY")
+        self.sup.assert_silent(self)
+
+    def test_heartbeat_rule(self):
+        # One tick of the heartbeat thread, with a heartbeat timeout of 10s.
+        hk = self.client(environ={"WATCHDOG_USEC": "10000000"})
+        tick = lambda: hk._vouch(10.0)  # noqa: E731
+        tick()
+        self.assertEqual(self.sup.recv(), "WATCHDOG=1", "creating the client counts as activity")
+        hk._active -= 10.0
+        tick()
+        self.sup.assert_silent(self)  # silent for a timeout: nothing
+        for call in (hk.checkpoint, lambda: hk.usage(), hk.beat, lambda: hk.status("s")):
+            hk._active -= 10.0
+            call()
+            self.sup.pending()
+            tick()
+            self.assertEqual(self.sup.recv(), "WATCHDOG=1", call)
+        end = hk.extend(3600)
+        self.sup.recv()
+        hk._active -= 10.0  # silent inside a wait of an hour: an extension of the timeout
+        tick()
+        self.assertEqual(self.sup.recv(), "EXTEND_TIMEOUT_USEC=10000000")
+        hk._waits[:] = [time.monotonic() + 2.0]  # two seconds left: no more than that
+        tick()
+        usec = int(self.sup.recv().split("=")[1])
+        self.assertLessEqual(usec, 2000000)
+        self.assertGreater(usec, 1500000)
+        hk._waits[:] = [time.monotonic() - 0.001]  # over
+        tick()
+        self.sup.assert_silent(self)
+        end()  # ending counts as activity
+        tick()
+        self.assertEqual(self.sup.recv(), "WATCHDOG=1")
+
+    def test_overlapping_waits(self):
+        hk = self.client(environ={"WATCHDOG_USEC": "1000000"})
+        short, long_ = hk.extend(60), hk.extend(3600)
+        self.sup.pending()
+        hk._active -= 10.0
+        long_()
+        hk._active -= 10.0
+        hk._vouch(1.0)
+        self.assertEqual(self.sup.recv(), "EXTEND_TIMEOUT_USEC=1000000", "the short wait is still open")
+        short()
+        hk._active -= 10.0
+        hk._vouch(1.0)
+        self.sup.assert_silent(self)
+
+    def test_systemd_gets_watchdog_during_a_wait(self):
+        hk = self.client(address=None, environ={"NOTIFY_SOCKET": self.sup.path})
+        hk.extend(3600)
+        self.assertEqual(self.sup.recv(), "EXTEND_TIMEOUT_USEC=3600000000")
+        hk._active -= 10.0
+        hk._vouch(1.0)
+        self.assertEqual(self.sup.recv(), "WATCHDOG=1", "systemd cannot extend a watchdog")
+
+
+# Real agents: a Python process on the client, wedged or working after the documented
+# hk.ready(); hk.start_heartbeat(), with a heartbeat timeout of 300 ms (a beat every 100 ms).
+AGENT_TIMEOUT = 0.3
+AGENT_INTERVAL = AGENT_TIMEOUT / 3
+
+AGENTS = {
+    "spin": """
+hk.status("wedged")
+while True:
+    pass
+""",
+    "progress": """
+end = time.monotonic() + 2.0
+step = 0
+while time.monotonic() < end:
+    step += 1
+    hk.checkpoint()
+    hk.progress(step)
+    time.sleep(0.02)  # the step's work
+hk.status("done")
+""",
+    "extend": """
+with hk.extend(1.0):
+    while True:  # a call that never returns
+        pass
+""",
+    "extend-end": """
+with hk.extend(3600):
+    time.sleep(0.2)  # the long call, over early
+while True:
+    pass
+""",
+}
+
+# SO_TIMESTAMPNS: the kernel stamps each datagram as it is queued (35 on most Linux ports).
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+
+
+class StampedSupervisor(FakeSupervisor):
+    """A fake supervisor that records when the kernel queued each datagram, so a busy test
+    process reading late does not move them in time."""
+
+    def __init__(self):
+        super().__init__()
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.stamped = queue.Queue()  # type: queue.Queue
+        self._stamper = threading.Thread(target=self._stamp_loop, daemon=True)
+        self._stamper.start()
+
+    def _stamp_loop(self):
+        self.sock.settimeout(0.05)
+        while not self._closed.is_set():
+            try:
+                data, anc, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(16))
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            at = time.time()
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+                    sec, nsec = struct.unpack("qq", raw[:16])
+                    at = sec + nsec / 1e9
+            self.stamped.put((at, data.decode("utf-8")))
+
+    def next(self, timeout=10.0):
+        try:
+            return self.stamped.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError("no datagram in %gs" % timeout) from None
+
+    def declared(self, text):
+        """Skip the heartbeat thread's first beats; return the datagram ``text``."""
+        while True:
+            at, got = self.next()
+            if got == text:
+                return at
+            assert got == "WATCHDOG=1", got
+
+    def until_quiet(self, quiet=4 * AGENT_TIMEOUT, limit=10.0):
+        got, deadline = [], time.monotonic() + limit
+        while True:
+            try:
+                got.append(self.stamped.get(timeout=quiet))
+            except queue.Empty:
+                return got
+            if time.monotonic() > deadline:
+                raise AssertionError("still talking after %gs: %r" % (limit, got[-3:]))
+
+    def close(self, remove_dir=True):
+        self._closed.set()
+        self._stamper.join()
+        super().close(remove_dir)
+
+
+def vouched_until(stamped):
+    """When a supervisor with the agents' timeout stops trusting the agent, given what it
+    received: WATCHDOG=1 sets the deadline to its arrival + the timeout (ending any
+    extension), EXTEND_TIMEOUT_USEC=N moves it to at least its arrival + N."""
+    until = 0.0
+    for at, text in stamped:
+        for line in text.split("\n"):
+            key, _, value = line.partition("=")
+            if key in ("READY", "WATCHDOG"):
+                until = at + AGENT_TIMEOUT
+            elif key == "EXTEND_TIMEOUT_USEC":
+                until = max(until, at + int(value) / 1e6)
+    return until
+
+
+class RealAgentTest(unittest.TestCase):
+    """The documented pattern against real wedged and working agents, on a real socket."""
+
+    def start(self, mode, address_var="HERMESKILL_SOCKET"):
+        self.sup = StampedSupervisor()
+        self.addCleanup(self.sup.close)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("HERMESKILL_SOCKET", "NOTIFY_SOCKET", "WATCHDOG_PID")}
+        env.update(PYTHONPATH=HERE, WATCHDOG_USEC=str(int(AGENT_TIMEOUT * 1e6)))
+        env[address_var] = self.sup.path
+        src = "import time\nimport hermeskill\n\nhk = hermeskill.Client.from_env(dump_signal=None)\n"
+        src += "hk.ready()\nhk.start_heartbeat()\n" + AGENTS[mode]
+        proc = subprocess.Popen([sys.executable, "-c", src], env=env, stdin=subprocess.DEVNULL)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        at, text = self.sup.next()
+        self.assertEqual(text, "READY=1")
+        return proc, at
+
+    def test_spinning_main_thread_is_not_vouched_for(self):
+        proc, ready = self.start("spin")
+        got = self.sup.until_quiet()
+        texts = [t for _, t in got]
+        wedged = [at for at, t in got if t == "STATUS=wedged"]  # its last call to the client
+        beats = [at for at, t in got if t == "WATCHDOG=1"]
+        self.assertEqual((len(wedged), len(beats) + 1), (1, len(got)), texts)
+        self.assertGreaterEqual(len(beats), 1, "vouched for at first")
+        self.assertLessEqual(len(beats), round(AGENT_TIMEOUT / AGENT_INTERVAL) + 2, texts)
+        self.assertLess(beats[-1] - wedged[0], AGENT_TIMEOUT + AGENT_INTERVAL, "the last beat")
+        self.assertLess(vouched_until([(ready, "READY=1")] + got) - wedged[0], 2 * AGENT_TIMEOUT + AGENT_INTERVAL)
+        self.assertIsNone(proc.poll(), "still spinning: only a supervisor would end it")
+
+    def test_working_main_thread_is_vouched_for(self):
+        proc, ready = self.start("progress")
+        proc.wait(timeout=20)
+        got = self.sup.until_quiet(quiet=0.2)
+        self.assertIn("STATUS=done", [t for _, t in got])
+        beats = [at for at, t in got if t == "WATCHDOG=1"]
+        self.assertGreaterEqual(len(beats), 2.0 / AGENT_INTERVAL / 2, "beats all along")
+        self.assertGreater(beats[-1] - ready, 2.0 - 2 * AGENT_INTERVAL, "vouched for until the end")
+        self.assertGreater(vouched_until(got) - ready, 2.0)
+
+    def test_wait_is_vouched_for_the_declared_time_and_no_longer(self):
+        proc, _ = self.start("extend")
+        declared = self.sup.declared("EXTEND_TIMEOUT_USEC=1000000")
+        got = self.sup.until_quiet()
+        ticks = 0
+        for _, text in got:
+            if text == "WATCHDOG=1":
+                self.assertEqual(ticks, 0, "WATCHDOG=1 only while the extend() call is recent")
+                continue
+            key, _, value = text.partition("=")
+            self.assertEqual(key, "EXTEND_TIMEOUT_USEC", text)
+            self.assertLessEqual(int(value), AGENT_TIMEOUT * 1e6, "never more than the timeout at a time")
+            ticks += 1
+        self.assertGreaterEqual(ticks, 2, got)
+        last = got[-1][0] - declared
+        self.assertGreater(last, 1.0 - 2 * AGENT_INTERVAL, "until the declared time")
+        self.assertLess(last, 1.0, "and no longer")
+        until = vouched_until([(declared, "EXTEND_TIMEOUT_USEC=1000000")] + got) - declared
+        self.assertAlmostEqual(until, 1.0, delta=AGENT_INTERVAL)
+        self.assertIsNone(proc.poll())
+
+    def test_wait_under_systemd_is_vouched_for_with_watchdog(self):
+        self.start("extend", address_var="NOTIFY_SOCKET")
+        declared = self.sup.declared("EXTEND_TIMEOUT_USEC=1000000")
+        got = self.sup.until_quiet()
+        self.assertEqual({t for _, t in got}, {"WATCHDOG=1"})
+        last = got[-1][0] - declared
+        self.assertGreater(last, 1.0 - 2 * AGENT_INTERVAL, "until the declared time")
+        self.assertLess(last, 1.0, "and no longer")
+
+    def test_a_wait_ended_early_is_no_cover(self):
+        self.start("extend-end")
+        declared = self.sup.declared("EXTEND_TIMEOUT_USEC=3600000000")
+        got = self.sup.until_quiet()
+        self.assertEqual({t for _, t in got}, {"WATCHDOG=1"}, "the call was shorter than the timeout")
+        last = got[-1][0] - declared
+        self.assertGreater(last, 0.2, "the end of the wait counts as activity")
+        self.assertLess(last, 0.2 + AGENT_TIMEOUT + AGENT_INTERVAL)
+        self.assertLess(vouched_until([(declared, "EXTEND_TIMEOUT_USEC=3600000000")] + got) - declared,
+                        0.2 + 2 * AGENT_TIMEOUT + AGENT_INTERVAL)
 
 
 CHILD = textwrap.dedent(
@@ -601,8 +877,21 @@ class LastWordsTest(SupervisedTestCase):
         self.assertIn(b"wedged_here", stderr)
         self.assertGreaterEqual(stderr.count(b"hread 0x"), 3, stderr)  # main, heartbeat, receiver
         self.assertIsNone(proc.poll(), "the dump must not kill the agent")
-        # The heartbeat thread still beats while the main thread spins.
-        self.assertEqual(self.sup.recv_until(lambda d: d == "WATCHDOG=1")[-1], "WATCHDOG=1")
+        # The heartbeat thread does not vouch for a wedged main thread: it falls silent.
+        quiet_for(self, self.sup, 1.0, limit=5.0)
+        self.assertIsNone(proc.poll())
+
+
+def quiet_for(testcase, sup, quiet, limit):
+    """Receive until ``sup`` got nothing for ``quiet`` seconds; fail if it takes ``limit``."""
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            sup.recv(timeout=quiet)
+        except socket.timeout:
+            return
+        if time.monotonic() > deadline:
+            testcase.fail("still talking after %gs: %r" % (limit, sup.log[-3:]))
 
 
 def read_until(stream, needle, timeout):
