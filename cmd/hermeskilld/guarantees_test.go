@@ -1,12 +1,15 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -251,4 +254,46 @@ while True:
 	c := readCert(t, dir)
 	require.Equal(t, "heartbeat_timeout", c.TriggerCheck, "the forged heartbeats kept the wedged agent alive")
 	require.Less(t, c.TriggeredAt.Sub(c.StartedAt), 5*time.Second)
+}
+
+// Every certificate carries the audit log's head when it was made: the
+// line it names is in the log, with that hash. A log cut after the
+// certificate left the host no longer reaches it.
+func TestCertificateCarriesAuditAnchor(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "audit.jsonl")
+	r := hkQuiet(t, "supervise", "--id", "anchored", "--max-runtime", "200ms", "--coop-grace", "100ms",
+		"--term-grace", "100ms", "--certs-dir", dir, "--audit-log", log, "--", "sleep", "5")
+	require.NotZero(t, r.code, r.stderr)
+	c := readCert(t, dir)
+	require.NotNil(t, c.AuditAnchor, "the certificate carries the audit log's head")
+	lines := strings.Split(strings.TrimSuffix(string(mustRead(t, log)), "\n"), "\n")
+	require.GreaterOrEqual(t, uint64(len(lines)), c.AuditAnchor.Seq)
+	line := lines[c.AuditAnchor.Seq-1]
+	require.Contains(t, line, fmt.Sprintf(`"seq":%d,`, c.AuditAnchor.Seq))
+	sum := sha256.Sum256([]byte(line))
+	require.Equal(t, hex.EncodeToString(sum[:]), c.AuditAnchor.SHA256)
+}
+
+// A crash right after a certificate's temp file (".NAME.16HEX.tmp") was written loses no
+// certificate: the next run puts it in place, and removes a half-written
+// one; no temp file lingers.
+func TestCrashLeftCertificateRecovered(t *testing.T) {
+	first := t.TempDir()
+	r := hkQuiet(t, "supervise", "--id", "crashed", "--max-runtime", "100ms", "--coop-grace", "100ms",
+		"--term-grace", "100ms", "--certs-dir", first, "--", "sleep", "5")
+	require.NotZero(t, r.code, r.stderr)
+	name := mustGlob(t, first)
+	whole := mustRead(t, filepath.Join(first, name))
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "."+name+".0123456789abcdef.tmp"), whole, 0o640))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".torn.json.fedcba9876543210.tmp"), whole[:len(whole)/2], 0o640))
+	r = hkQuiet(t, "supervise", "--id", "next", "--certs-dir", dir, "--", "true")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, whole, mustRead(t, filepath.Join(dir, name)), "the complete certificate is in place")
+	left, err := filepath.Glob(filepath.Join(dir, ".*.tmp"))
+	require.NoError(t, err)
+	require.Empty(t, left, "temp files linger")
+	require.Contains(t, r.stderr, "certificate recovered from a crash")
 }

@@ -150,6 +150,7 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	defer kp.Close() // a clean exit disarms it (idempotent)
 
 	// Stop signals are caught before the agent starts, so none is lost.
 	sigs := make(chan os.Signal, 8)
@@ -157,14 +158,30 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 		syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
 	defer signal.Stop(sigs)
 
+	var signer *certs.Signer
+	if f.signingKey != "" {
+		if signer, err = certs.LoadSigner(f.signingKey); err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--signing-key: %w", err)}
+		}
+	}
+	supervisor.RecoverCerts(certsDir, log)
 	rec := &recorder.Recorder{Log: log}
+	opts := supervisor.Options{
+		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, Keeper: kp, SocketDir: sockDir,
+		CertsDir: certsDir, Signer: signer, Log: log, OnEvent: rec.Event, HeartbeatRate: config.DefaultHeartbeatRate,
+	}
 	if f.auditLog != "" {
-		l, err := audit.Open(f.auditLog, audit.Options{})
+		ao := audit.Options{}
+		if signer != nil {
+			ao.Signer = signer
+		}
+		l, err := audit.Open(f.auditLog, ao)
 		if err != nil {
 			return &exitError{code: exitUsage, err: fmt.Errorf("--audit-log: %w", err)}
 		}
 		rec.Audit = audit.NewAsync(l, 4096, func(err error) { log.Error("audit log", zap.Error(err)) })
 		defer rec.Audit.Close()
+		opts.AuditHead = supervisor.AuditHead(rec.Audit)
 	}
 	var m *metrics.Metrics
 	if f.metricsListen != "" {
@@ -177,15 +194,6 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 				log.Error("metrics endpoint", zap.Error(err))
 			}
 		}()
-	}
-	opts := supervisor.Options{
-		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, Keeper: kp, SocketDir: sockDir,
-		CertsDir: certsDir, Log: log, OnEvent: rec.Event, HeartbeatRate: config.DefaultHeartbeatRate,
-	}
-	if f.signingKey != "" {
-		if opts.Signer, err = certs.LoadSigner(f.signingKey); err != nil {
-			return &exitError{code: exitUsage, err: fmt.Errorf("--signing-key: %w", err)}
-		}
 	}
 	opts.Stdin = os.Stdin
 	if isTerminal(os.Stdin) {

@@ -113,7 +113,11 @@ func New(o Options) (*Daemon, error) {
 	if d.cgm, err = containment(cfg.Containment, d.log); err != nil {
 		return nil, err
 	}
-	al, err := audit.Open(filepath.Join(cfg.StateDir, "audit.jsonl"), audit.Options{MaxBytes: cfg.Audit.MaxBytes, Keep: cfg.Audit.Keep})
+	ao := audit.Options{MaxBytes: cfg.Audit.MaxBytes, Keep: cfg.Audit.Keep}
+	if d.signer != nil {
+		ao.Signer = d.signer
+	}
+	al, err := audit.Open(filepath.Join(cfg.StateDir, "audit.jsonl"), ao)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
@@ -121,6 +125,7 @@ func New(o Options) (*Daemon, error) {
 		Audit:   audit.NewAsync(al, 1<<14, func(err error) { d.log.Error("audit log", zap.Error(err)) }),
 		Metrics: o.Metrics, Outbox: o.Outbox, Log: d.log, Stream: d.streamEvent,
 	}
+	supervisor.RecoverCerts(d.certsDir, d.log)
 	if d.rt, err = procsup.NewRuntime(procsup.Options{PollWait: true}); err != nil {
 		return nil, err
 	}
@@ -293,7 +298,7 @@ func (d *Daemon) startRun(s *slot, a *config.Agent) (*supervisor.Run, error) {
 	r, err := supervisor.Start(supervisor.Options{
 		Agent: a, Runtime: d.rt, Cgroups: d.cgm, Keeper: d.kp, SocketDir: filepath.Join(d.socketsDir, a.ID),
 		Credential: cred, StdoutSink: logw, StderrSink: logw,
-		CertsDir: d.certsDir, Signer: d.signer, HeartbeatRate: rate,
+		CertsDir: d.certsDir, Signer: d.signer, AuditHead: supervisor.AuditHead(d.rec.Audit), HeartbeatRate: rate,
 		OnEvent: d.rec.Event, Log: d.log,
 	})
 	if err != nil {

@@ -191,6 +191,9 @@ func (r *Run) baseCertificate(t symptoms.Symptom) *certs.Certificate {
 	if r.stdout.captured() || r.stderr.captured() {
 		c.LastOutput = &certs.LastOutput{Stdout: r.stdout.tail.String(), Stderr: r.stderr.tail.String()}
 	}
+	if r.o.AuditHead != nil {
+		c.AuditAnchor = r.o.AuditHead()
+	}
 	return c
 }
 

@@ -58,6 +58,10 @@ type Options struct {
 	// CertsDir receives the certificates; Signer signs them when set.
 	CertsDir string
 	Signer   *certs.Signer
+	// AuditHead, when set, is the audit log's head, carried in each
+	// certificate (audit_anchor): a log cut after the certificate was
+	// delivered no longer reaches it.
+	AuditHead func() *certs.AuditAnchor
 	// HeartbeatRate limits accepted datagrams per second (0: no limit).
 	HeartbeatRate int
 	// OnEvent receives every event of the run (audit log, metrics, the
