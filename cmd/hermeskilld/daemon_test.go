@@ -28,6 +28,7 @@ type daemonUnderTest struct {
 	root                string
 	agents, state, sock string
 	config              string
+	lifetime            time.Duration // how long it may run; 0: 90 s
 	cmd                 *exec.Cmd
 	log                 *os.File
 }
@@ -42,8 +43,15 @@ func startDaemon(t *testing.T, extra string) *daemonUnderTest {
 // startDaemonIn is startDaemon in a given root directory.
 func startDaemonIn(t *testing.T, root, extra string) *daemonUnderTest {
 	t.Helper()
+	return startDaemonFor(t, root, extra, 0)
+}
+
+// startDaemonFor is startDaemonIn for a daemon that may run as long as
+// lifetime (0: 90 s); it is killed past it.
+func startDaemonFor(t *testing.T, root, extra string, lifetime time.Duration) *daemonUnderTest {
+	t.Helper()
 	d := &daemonUnderTest{t: t, root: root, agents: filepath.Join(root, "agents"), state: filepath.Join(root, "state"),
-		sock: filepath.Join(root, "run", "control.sock"), config: filepath.Join(root, "hk.yaml")}
+		sock: filepath.Join(root, "run", "control.sock"), config: filepath.Join(root, "hk.yaml"), lifetime: lifetime}
 	require.NoError(t, os.MkdirAll(d.agents, 0o755))
 	cfg := fmt.Sprintf("state_dir: %s\nruntime_dir: %s\nagents_dir: %s\n%s", d.state, filepath.Join(root, "run"), d.agents, extra)
 	require.NoError(t, os.WriteFile(d.config, []byte(cfg), 0o644))
@@ -58,7 +66,11 @@ func (d *daemonUnderTest) start() {
 	log, err := os.OpenFile(filepath.Join(d.root, "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)
 	d.log = log
-	d.cmd = hkCmd(t, "daemon", "--config", d.config, "--log-format", "console", "--log-level", "debug")
+	lifetime := d.lifetime
+	if lifetime == 0 {
+		lifetime = 90 * time.Second
+	}
+	d.cmd = hkCmdFor(t, lifetime, "daemon", "--config", d.config, "--log-format", "console", "--log-level", "debug")
 	d.cmd.Stdout, d.cmd.Stderr = log, log
 	require.NoError(t, d.cmd.Start())
 	require.Eventually(t, func() bool { _, err := os.Stat(d.sock); return err == nil }, 30*time.Second, 10*time.Millisecond,

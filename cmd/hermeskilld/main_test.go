@@ -61,7 +61,13 @@ func hk(t *testing.T, args ...string) result {
 // hkCmd prepares a hermeskilld process, killed if a test overruns.
 func hkCmd(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	return hkCmdFor(t, 90*time.Second, args...)
+}
+
+// hkCmdFor is hkCmd for a process that may run as long as lifetime.
+func hkCmdFor(t *testing.T, lifetime time.Duration, args ...string) *exec.Cmd {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), lifetime)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), asMain+"=1")

@@ -84,10 +84,11 @@ type daemonGauges struct {
 	agents, running int
 }
 
-func scrapeGauges(t *testing.T, url string) (goroutines, fds int, rssMiB float64) {
-	t.Helper()
+func scrapeGauges(url string) (goroutines, fds int, rssMiB float64, err error) {
 	resp, err := http.Get(url)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, 0, 0, err
+	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
@@ -108,8 +109,7 @@ func scrapeGauges(t *testing.T, url string) (goroutines, fds int, rssMiB float64
 			rssMiB = v / (1 << 20)
 		}
 	}
-	require.NoError(t, sc.Err())
-	return goroutines, fds, rssMiB
+	return goroutines, fds, rssMiB, sc.Err()
 }
 
 func freePort(t *testing.T) int {
@@ -147,7 +147,8 @@ func TestSoakDaemonChurn(t *testing.T) {
 	m := marker(t)
 	t.Cleanup(func() { requireNoSurvivors(t, m) })
 	port := freePort(t)
-	d := startDaemon(t, fmt.Sprintf("metrics: {listen: \"127.0.0.1:%d\"}\nheartbeat_rate: 200\n", port))
+	d := startDaemonFor(t, shortTemp(t), fmt.Sprintf("metrics: {listen: \"127.0.0.1:%d\"}\nheartbeat_rate: 200\n", port),
+		dur+5*time.Minute)
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 	py := python(t)
 	srcs := map[string]string{}
@@ -162,8 +163,8 @@ func TestSoakDaemonChurn(t *testing.T) {
 			"agents were not all removed")
 		// What ended agents' runs leave (loggers, pipes) settles briefly.
 		require.Eventually(t, func() bool {
-			g2, f2, _ := scrapeGauges(t, url)
-			settled := g2 == g && f2 == f
+			g2, f2, _, err := scrapeGauges(url)
+			settled := err == nil && g2 == g && f2 == f
 			g, f = g2, f2
 			return settled
 		}, 30*time.Second, 500*time.Millisecond)
@@ -175,6 +176,7 @@ func TestSoakDaemonChurn(t *testing.T) {
 	// The curve is sampled on a goroutine of its own: a ps under load
 	// must not slow the churn down.
 	var curve []daemonGauges
+	var scrapeErr error
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -187,7 +189,11 @@ func TestSoakDaemonChurn(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			g, f, rss := scrapeGauges(t, url)
+			g, f, rss, err := scrapeGauges(url)
+			if err != nil {
+				scrapeErr = err // the daemon is gone: the churn ends
+				return
+			}
 			all := d.agentsByID()
 			running := 0
 			for _, a := range all {
@@ -202,7 +208,11 @@ func TestSoakDaemonChurn(t *testing.T) {
 	defer act.Stop()
 	files := map[string]bool{}
 	for time.Since(began) < dur {
-		<-act.C
+		select {
+		case <-sampled:
+			require.NoError(t, scrapeErr, "the daemon stopped answering under churn; log:\n%s", d.logText())
+		case <-act.C:
+		}
 		id := fmt.Sprintf("s%02d", rand.IntN(n))
 		switch r := rand.IntN(10); {
 		case r < 6 || !files[id]: // add or replace, maybe with another kind
