@@ -1,5 +1,5 @@
 #!/bin/bash
-# Figures for the daemon (issue 5): RSS and CPU of the daemon with N idle
+# Figures for the daemon: RSS and CPU of the daemon with N idle
 # agents heartbeating at 1 Hz (examples/agents/tinyagent), and the time to
 # start N agents (agent files written -> all running with a heartbeat).
 # Run from the repository root: N=1000 scripts/bench-daemon.sh

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Figures for supervise (issue 2): detection lateness (kill decision minus
+# Figures for supervise: detection lateness (kill decision minus
 # heartbeat deadline), SIGKILL-to-reaped time, and `supervise -- /bin/true`
 # wall time beside `tini -s -- /bin/true`. Run from the repository root
 # after `make build` (make bench does both). Figures, not a test: the

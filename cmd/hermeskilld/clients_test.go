@@ -26,7 +26,7 @@ func buildGoAgent(t *testing.T) string {
 	return out
 }
 
-// Issue 3, acceptance 4: a Go agent on pkg/client repeating one tool call
+// A Go agent on pkg/client repeating one tool call
 // is stopped by the STOP directive alone (--coop-signal none): its
 // context's cause is a *client.StopError naming tool_loop, which the
 // example agent logs before it exits 0 by itself, well within the grace.
@@ -37,7 +37,7 @@ func TestClientGoStopDirective(t *testing.T) {
 	r := hkRun(t, nil, "supervise", "--id", "goagent", "--tool-loop", "5", "--heartbeat-timeout", "10s",
 		"--coop-signal", "none", "--coop-grace", "30s", "--term-grace", "2s", "--certs-dir", dir, "--",
 		bin, "-loop", "-delay", "20ms")
-	require.Equal(t, 0, r.code, "the agent exited by itself")
+	require.Equal(t, exitKilledClean, r.code, "the agent exited 0 by itself after a check killed it: an automatic kill is never a success")
 	require.Less(t, r.took, 25*time.Second, "it did not wait out the 30s grace")
 	require.Regexp(t, `goagent: .*stopped by hermeskilld: check=tool_loop reason="the same tool call web_search repeated 5 times in a row" grace=30s`,
 		r.stderr, "context.Cause is a *client.StopError{Check: tool_loop}")
@@ -52,7 +52,7 @@ func TestClientGoStopDirective(t *testing.T) {
 	require.Equal(t, "web_search", c.FinalState.LastTool)
 }
 
-// Issue 3, acceptance 5: the Python research agent on the client loops on
+// The Python research agent on the client loops on
 // one web_search; checkpoint() raises HermeskillTerminated at its next
 // step, it saves its partial results and exits 0 in the cooperative stage.
 func TestClientPythonCheckpointSavesWork(t *testing.T) {
@@ -62,7 +62,7 @@ func TestClientPythonCheckpointSavesWork(t *testing.T) {
 	r := hkRun(t, nil, "supervise", "--id", "research", "--tool-loop", "4", "--coop-signal", "none",
 		"--coop-grace", "30s", "--term-grace", "2s", "--certs-dir", dir, "--",
 		python(t), "../../examples/agents/research_agent.py", "--loop", "--steps", "1000", "--delay", "0.01", "--out", out)
-	require.Equal(t, 0, r.code)
+	require.Equal(t, exitKilledClean, r.code, "the agent saved its work and exited 0, after a check killed it")
 	require.Less(t, r.took, 25*time.Second)
 
 	var saved struct {
@@ -86,9 +86,10 @@ func TestClientPythonCheckpointSavesWork(t *testing.T) {
 	require.Contains(t, c.LastOutput.Stderr, "research_agent: stopped by hermeskilld (check tool_loop")
 }
 
-// Issue 3, acceptance 6: a Python agent on the client wedged in
-// `while True: pass`, ignoring SIGINT and SIGTERM. Its heartbeat thread
-// still beats (the GIL is released between bytecodes), so it dies of
+// A Python agent on the client wedged in `while True: pass`, ignoring
+// SIGINT and SIGTERM. Its heartbeat thread runs (the GIL is released
+// between bytecodes) but stops vouching for a loop that no longer passes
+// through the client, so it dies of a missed heartbeat or of
 // progress_timeout. Before the ladder hermeskilld sends the announced
 // DUMP_SIGNAL (SIGUSR2, faulthandler), so the certificate's
 // last_output.stderr shows where the main thread spun.

@@ -17,7 +17,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/certs"
 )
 
-// escapeAgent builds the tree of issue 4 acceptance 1 and wedges:
+// escapeAgent builds a tree that tries every way out, and wedges:
 //
 //	main (agent.py, wedged in while True: pass, ignores SIGINT/SIGTERM)
 //	├── stopped child (SIGSTOP)
@@ -75,7 +75,7 @@ wedged_main_loop()
 
 var treeLine = regexp.MustCompile(`tree main=(\d+) stopped=(\d+) escapee=(\d+)`)
 
-// Issue 4, acceptances 1 and 2: a double-forked setsid() escapee that
+// A double-forked setsid() escapee that
 // ignores SIGTERM, a SIGSTOPped child and a wedged main all die, with
 // cgroup containment and with the process-group fallback; the autopsy
 // lists the three with their states.
@@ -131,7 +131,7 @@ func TestContainmentNothingEscapes(t *testing.T) {
 	}
 }
 
-// Issue 4, acceptance 3: kernel-measured symptoms.
+// Kernel-measured symptoms.
 func TestContainmentKernelSymptoms(t *testing.T) {
 	t.Parallel()
 
@@ -263,7 +263,7 @@ while True:
 	})
 }
 
-// Issue 4, acceptance 4: a kill -9 by someone else is a death worth a
+// A kill -9 by someone else is a death worth a
 // certificate: trigger_type external, naming SIGKILL; status 137.
 func TestContainmentForeignKill(t *testing.T) {
 	t.Parallel()

@@ -17,7 +17,7 @@ func (v durationValue) String() string {
 	if v.d == nil || *v.d == 0 {
 		return "0"
 	}
-	return v.d.String()
+	return config.FormatDuration(*v.d)
 }
 func (v durationValue) Set(s string) error {
 	d, err := config.ParseDuration(s)

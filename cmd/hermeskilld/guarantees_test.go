@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 )
 
@@ -296,4 +297,33 @@ func TestCrashLeftCertificateRecovered(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, left, "temp files linger")
 	require.Contains(t, r.stderr, "certificate recovered from a crash")
+}
+
+// Shadow mode records each check's first would-be kill, not only the
+// first one: a max_runtime after a tool_loop gets its own certificate,
+// and the agent is never signalled.
+func TestShadowRecordsEachCheck(t *testing.T) {
+	dir := t.TempDir()
+	r := hkQuiet(t, "supervise", "--id", "tuning", "--shadow", "--tool-loop", "3", "--max-runtime", "1s",
+		"--certs-dir", dir, "--", python(t), agent(t, dir, `
+import os, socket, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); a = os.environ["NOTIFY_SOCKET"]
+s.sendto(b"READY=1", a)
+for i in range(5):
+    s.sendto(b"TOOL=search\nTOOL_ARGS_SHA256=" + b"ab" * 32, a)
+time.sleep(1.5)
+`))
+	require.Equal(t, 0, r.code, "the agent's own status: nothing was enforced\n%s", r.stderr)
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	require.NoError(t, err)
+	var checks []string
+	for _, f := range files {
+		c, _, err := certs.Read(f)
+		require.NoError(t, err)
+		require.Equal(t, certs.ModeShadow, c.Mode)
+		require.Empty(t, c.ShutdownLog)
+		checks = append(checks, c.TriggerCheck)
+	}
+	require.ElementsMatch(t, []string{"tool_loop", "max_runtime"}, checks)
+	require.Equal(t, 2, strings.Count(r.stderr, "shadow mode: agent tuning would have been killed"))
 }

@@ -44,7 +44,7 @@ except KeyboardInterrupt:
     sys.exit(3)
 `
 
-// Issue 4, acceptance 5: hermeskilld as PID 1 of a new PID namespace (the
+// Hermeskilld as PID 1 of a new PID namespace (the
 // container entrypoint case) reaps the zombies of orphans reparented to
 // it, and SIGTERM to it runs the ladder, leaving a manual certificate.
 //

@@ -68,10 +68,10 @@ func runPlan(t *testing.T, dir, cfg string, phases ...phase) result {
 		"--certs-dir", dir, "--", python(t), agent(t, dir, planAgent), planJSON(t, phases...))
 }
 
-// Issue 3, acceptance 1: the client's heartbeat thread beats on while the
-// main loop is stuck (research_agent --stall blocks in wait_for_upstream
-// at step 3): progress_timeout kills it, and final_state.progress is the
-// last step reported.
+// A main loop stuck in wait_for_upstream (research_agent --stall, from
+// step 3): its client's heartbeat thread vouches for it at most one
+// heartbeat timeout after its last call, so progress_timeout fires first
+// and kills it; final_state.progress is the last step reported.
 func TestReportedProgressTimeout(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -80,7 +80,7 @@ func TestReportedProgressTimeout(t *testing.T) {
 	r := hkRun(t, nil, "supervise", "--id", "stalled", "--heartbeat-timeout", "3s", "--progress-timeout", "3s",
 		"--coop-grace", "5s", "--term-grace", "2s", "--certs-dir", dir, "--",
 		python(t), "../../examples/agents/research_agent.py", "--stall", "--delay", "0.01")
-	require.Equal(t, 0, r.code, "the agent stops cooperatively and exits 0")
+	require.Equal(t, exitKilledClean, r.code, "the agent stops cooperatively and exits 0: supervise says it was killed")
 	c := readCert(t, dir)
 	require.Equal(t, "progress_timeout", c.TriggerCheck)
 	require.Regexp(t, `^no progress for 3\.\d\ds \(last step 2, timeout 3s\)$`, c.TriggerReason)
@@ -92,7 +92,7 @@ func TestReportedProgressTimeout(t *testing.T) {
 	require.Contains(t, r.stderr, "research_agent: stopped by hermeskilld (check progress_timeout")
 }
 
-// Issue 3, acceptance 2: the same call 5 times in a row, or an A-B
+// The same call 5 times in a row, or an A-B
 // alternation repeated 5 times, is a tool_loop; 5 different calls (the
 // same tool with other arguments included) are not.
 func TestReportedToolLoop(t *testing.T) {
@@ -125,7 +125,7 @@ escalation: {coop_signal: none, coop_grace: 20s, term_grace: 2s}
 			t.Parallel()
 			dir := t.TempDir()
 			r := runPlan(t, dir, cfg, phase{Calls: tc.calls, Until: "stop"})
-			require.Equal(t, 0, r.code)
+			require.Equal(t, exitKilledClean, r.code, "the agent stopped cleanly, but it was killed")
 			c := readCert(t, dir)
 			require.Equal(t, "tool_loop", c.TriggerCheck)
 			require.Equal(t, tc.reason, c.TriggerReason)
@@ -148,7 +148,7 @@ escalation: {coop_signal: none, coop_grace: 20s, term_grace: 2s}
 	})
 }
 
-// Issue 3, acceptances 3 and 9: a budget past warn gives a warning (in the
+// A budget past warn gives a warning (in the
 // log, in symptoms_log, and as a WARNING directive the Python client
 // receives), then past kill the death by that check.
 func TestReportedBudgets(t *testing.T) {
@@ -207,7 +207,7 @@ func TestReportedBudgets(t *testing.T) {
 			dir := t.TempDir()
 			cfg := fmt.Sprintf("checks:\n  %s: %s\nescalation: {coop_signal: none, coop_grace: 20s, term_grace: 2s}\n", tc.check, tc.limits)
 			r := runPlan(t, dir, cfg, phase{Calls: tc.warn, Until: "warning"}, phase{Calls: tc.kill, Until: "stop"})
-			require.Equal(t, 0, r.code)
+			require.Equal(t, exitKilledClean, r.code, "the agent stopped cleanly, but it was killed")
 			require.Contains(t, r.stdout, "warning: "+tc.check+": "+tc.warning, "the WARNING directive reached the Python client")
 			require.Contains(t, r.stdout, "agent: stopped by "+tc.check+": "+tc.reason)
 			require.Regexp(t, `WARN\s+warning symptom\s+.*"check": "`+tc.check+`"`, r.stderr, "the warning is logged")
@@ -230,7 +230,7 @@ func TestReportedBudgets(t *testing.T) {
 	}
 }
 
-// Issue 3, acceptance 7: in shadow mode the would-be kill is a
+// In shadow mode the would-be kill is a
 // certificate with mode shadow, nothing is signalled, and the agent runs
 // to its own end. The agent stops beating, waits for the certificate to
 // appear (its handshake) and exits 0.
@@ -269,7 +269,7 @@ sys.exit(0)
 	require.NotContains(t, r.stderr, "ladder step")
 }
 
-// Issue 3, acceptance 8: an agent file with an unknown key or a bad
+// An agent file with an unknown key or a bad
 // duration is refused with file:line and exit status 125.
 func TestReportedAgentFileErrors(t *testing.T) {
 	t.Parallel()

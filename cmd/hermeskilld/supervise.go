@@ -40,6 +40,7 @@ type superviseFlags struct {
 
 	heartbeat, startup, progress, maxRuntime time.Duration
 	cpuFor, coopGrace, termGrace, sampleIv   time.Duration
+	maxExtension                             time.Duration
 	maxRSS                                   int64
 	maxCPU, maxCost                          float64
 	maxProcs, maxFDs, maxTokens              int64
@@ -83,7 +84,7 @@ are forwarded to the agent.`,
 	// line override the file.
 	def := config.DefaultAgent()
 	f.coopSignal, f.coopGrace, f.termGrace = def.Escalation.CoopSignal, def.Escalation.CoopGrace, def.Escalation.TermGrace
-	f.sampleIv = def.Checks.SampleInterval
+	f.sampleIv, f.maxExtension = def.Checks.SampleInterval, def.Checks.MaxExtension
 	fl := c.Flags()
 	fl.SetInterspersed(false) // everything after COMMAND is the agent's
 	fl.StringVar(&f.id, "id", "", "agent id (default: derived from COMMAND)")
@@ -92,6 +93,7 @@ are forwarded to the agent.`,
 	fl.Var(durationValue{&f.startup}, "startup-timeout", "kill when no READY=1 or heartbeat arrives this long after start (default: --heartbeat-timeout, at least "+config.StartupFloor.String()+")")
 	fl.Var(durationValue{&f.progress}, "progress-timeout", "kill when PROGRESS has not increased for this long")
 	fl.Var(durationValue{&f.maxRuntime}, "max-runtime", "kill after this much wall-clock time")
+	fl.Var(durationValue{&f.maxExtension}, "max-extension", "how far EXTEND_TIMEOUT_USEC (a declared long wait) may push a deadline, in a row")
 	fl.Var(sizeValue{&f.maxRSS}, "max-rss", "kill when the tree's resident memory stays over this size")
 	fl.Var(floatValue{&f.maxCPU}, "max-cpu", "kill when the tree's CPU stays over this percent of one core for --cpu-for")
 	fl.Var(durationValue{&f.cpuFor}, "cpu-for", "how long --max-cpu must hold")
@@ -325,6 +327,9 @@ func (f *superviseFlags) agent(fl *pflag.FlagSet, args []string) (*config.Agent,
 	}
 	if ch("sample-interval") {
 		c.SampleInterval = f.sampleIv
+	}
+	if ch("max-extension") {
+		c.MaxExtension = f.maxExtension
 	}
 	if ch("max-rss") {
 		c.Memory = sustained(c.Memory, f.maxRSS)

@@ -151,6 +151,13 @@ func (r *Run) handle(syms []symptoms.Symptom) {
 			r.log.Warn("terminal symptom", fields...)
 		}
 		r.emit(Event{Type: EventSymptom, Symptom: &s})
+		if s.Severity == symptoms.Terminal && s.Check != symptoms.Manual && r.a.Mode == config.ModeShadow {
+			// Each check's first would-be kill gets its certificate:
+			// a later max_runtime after a tool_loop is what someone
+			// tuning thresholds needs to see.
+			r.shadowed = true
+			r.writeShadow(s)
+		}
 	}
 }
 
@@ -158,13 +165,8 @@ func (r *Run) handle(syms []symptoms.Symptom) {
 // shadow mode, records what would have happened).
 func (r *Run) act() chan escalate.Result {
 	t, ok := r.engine.Terminal()
-	if !ok || r.shadowed {
-		return nil
-	}
-	if r.a.Mode == config.ModeShadow {
-		r.shadowed = true
-		r.writeShadow(t)
-		return nil
+	if !ok || r.shadowed || r.a.Mode == config.ModeShadow {
+		return nil // shadow mode: handle wrote the certificates
 	}
 	return r.startLadder(t)
 }
@@ -230,6 +232,9 @@ func (r *Run) reconfigure(a *config.Agent) {
 	next.Labels, next.AfterKill, next.Restart = a.Labels, a.AfterKill, a.Restart
 	r.a = &next
 	r.log.Info("configuration applied")
+	if r.shadowed && next.Mode != config.ModeShadow {
+		r.log.Warn("mode enforce applies from the next start: a check already fired in shadow mode during this run")
+	}
 	r.handle(r.engine.Reconfigure(r.engineConfig(r.a), time.Now()))
 }
 

@@ -46,7 +46,7 @@ type Run struct {
 	trigger     *symptoms.Symptom
 	triggeredAt time.Time
 	autopsy     []procfs.Proc
-	shadowed    bool
+	shadowed    bool // a check fired in shadow mode: this run is never enforced
 	dumpPID     int // the sender of DUMP_SIGNAL
 	shadowCerts []string
 
@@ -179,7 +179,7 @@ func (r *Run) cleanup() {
 }
 
 func (r *Run) engineConfig(a *config.Agent) symptoms.Config {
-	return symptoms.Config{Checks: a.Checks, StopTimeout: a.Escalation.TermGrace}
+	return symptoms.Config{Checks: a.Checks, StopTimeout: a.Escalation.TermGrace, Shadow: a.Mode == config.ModeShadow}
 }
 
 // authenticate is the heartbeat socket's Authenticator: tree membership.

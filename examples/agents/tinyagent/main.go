@@ -24,5 +24,17 @@ func main() {
 	defer c.Close()
 	ctx := c.Context(context.Background())
 	c.Ready()
-	c.Heartbeat(ctx, *interval) // until STOP
+	// Its work loop is the beat itself: an explicit Beat from the loop
+	// says the loop is alive (a background Heartbeat alone would stop
+	// vouching for a loop that never passes through the client).
+	t := time.NewTicker(*interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done(): // STOP
+			return
+		case <-t.C:
+			c.Beat()
+		}
+	}
 }
