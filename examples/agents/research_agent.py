@@ -12,9 +12,10 @@ Each failure mode starts at step 3 and is what one hermeskilld check is for:
 
     --loop       web_search with the same arguments over and over    -> tool_loop
     --overspend  every model call costs 50x as much                   -> cost
-    --stall      the main loop blocks in wait_for_upstream forever    -> progress_timeout (or heartbeat_timeout: the heartbeat thread stops vouching)
-                 (the heartbeat thread keeps beating: the process looks alive)
-    --wedge      the main thread spins in plan_next_step_forever,     -> progress_timeout, cpu_spin
+    --stall      the main loop blocks in wait_for_upstream forever    -> progress_timeout, heartbeat_timeout
+                 (the heartbeat thread runs, but stops vouching for a loop
+                 that no longer calls the client)
+    --wedge      the main thread spins in plan_next_step_forever,     -> progress_timeout, heartbeat_timeout, cpu_spin
                  ignoring SIGINT and SIGTERM: only SIGKILL ends it;
                  the SIGUSR2 dump shows where it spun
 
