@@ -25,13 +25,14 @@ test-go:
 
 # The long loops of the guarantees (make test runs a short loop of each):
 # 50 cooperative stops per containment mode and blocking call, 50 SIGKILLs
-# of supervise at random moments per mode, and 10 minutes of daemon churn
+# of supervise at random moments and 50 of a daemon of five agents per
+# mode, and 10 minutes of daemon churn
 # (50 agents, some hostile) with its goroutines, descriptors and memory
 # printed as a curve. Without the race detector: the figures are the
 # shipped binary's.
 soak:
 	HK_SOAK_RUNS=50 HK_SOAK_DURATION=10m $(GO) test -count=1 -timeout 60m -v \
-		-run 'TestCooperativeStopNeverLost|TestFailClosedAtAnyMoment|TestSoakDaemonChurn' ./cmd/hermeskilld/
+		-run 'TestCooperativeStopNeverLost|TestFailClosedAtAnyMoment|TestFailClosedDaemonKilled|TestSoakDaemonChurn' ./cmd/hermeskilld/
 
 test-python:
 	$(PYTHON) -m unittest discover -s clients/python -p 'test_*.py'

@@ -201,20 +201,24 @@ func TestFailClosedAtAnyMoment(t *testing.T) {
 // each with a child and a child in a session of its own, leaves none of
 // the fifteen processes alive.
 func TestFailClosedDaemonKilled(t *testing.T) {
+	runs := soakRuns(t, 1)
 	for _, mode := range containmentModes(t) {
 		t.Run(mode, func(t *testing.T) {
-			m := marker(t)
-			t.Cleanup(func() { requireNoSurvivors(t, m) })
-			d := startDaemon(t, "containment: "+mode+"\n")
-			src := agent(t, d.root, familyAgent)
-			for i := range 5 {
-				d.writeAgent(fmt.Sprintf("a%d", i), fmt.Sprintf("id: a%d\ncommand: [%s, %s, %q]\n", i, python(t), src, m))
+			for i := range runs {
+				m := fmt.Sprintf("%s-%d", marker(t), i)
+				d := startDaemon(t, "containment: "+mode+"\n")
+				src := agent(t, d.root, familyAgent)
+				for a := range 5 {
+					d.writeAgent(fmt.Sprintf("a%d", a), fmt.Sprintf("id: a%d\ncommand: [%s, %s, %q]\n", a, python(t), src, m))
+				}
+				require.Eventually(t, func() bool { return len(survivors(m)) == 15 }, 30*time.Second, 10*time.Millisecond,
+					"five agents with two children each")
+				d.stop(syscall.SIGKILL)
+				if !assert.Eventually(t, func() bool { return len(survivors(m)) == 0 }, failClosedBound, 10*time.Millisecond,
+					"run %d: agent processes outlived the SIGKILLed daemon: %v", i, survivors(m)) {
+					requireNoSurvivors(t, m)
+				}
 			}
-			require.Eventually(t, func() bool { return len(survivors(m)) == 15 }, 30*time.Second, 10*time.Millisecond,
-				"five agents with two children each")
-			d.stop(syscall.SIGKILL)
-			require.Eventually(t, func() bool { return len(survivors(m)) == 0 }, failClosedBound, 10*time.Millisecond,
-				"agent processes outlived the SIGKILLed daemon: %v", survivors(m))
 		})
 	}
 }
@@ -326,4 +330,27 @@ time.sleep(1.5)
 	}
 	require.ElementsMatch(t, []string{"tool_loop", "max_runtime"}, checks)
 	require.Equal(t, 2, strings.Count(r.stderr, "shadow mode: agent tuning would have been killed"))
+}
+
+// The environment is never recorded: an agent's secrets (API keys live
+// there) appear in no certificate and no audit line.
+func TestRecordsHoldNoEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "sk-hermeskill-test-0123456789abcdef"
+	log := filepath.Join(dir, "audit.jsonl")
+	h := hkStart(t, []string{"OPENAI_API_KEY=" + secret}, "supervise", "--id", "secretive", "--heartbeat-timeout", "300ms",
+		"--coop-grace", "100ms", "--term-grace", "100ms", "--certs-dir", dir, "--audit-log", log, "--", python(t), agent(t, dir, `
+import os, socket, subprocess, sys
+assert os.environ["OPENAI_API_KEY"]
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"READY=1", os.environ["NOTIFY_SOCKET"])
+while True:
+    pass
+`))
+	r := h.wait(t)
+	require.NotZero(t, r.code)
+	c := readCert(t, dir)
+	require.GreaterOrEqual(t, len(c.ProcessTree), 2, "the autopsy saw the tree")
+	require.NotContains(t, string(mustRead(t, filepath.Join(dir, mustGlob(t, dir)))), secret)
+	require.NotContains(t, string(mustRead(t, log)), secret)
 }
