@@ -23,6 +23,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/containment"
 	"github.com/hermeskill/hermeskilld/internal/keeper"
 	"github.com/hermeskill/hermeskilld/internal/metrics"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
@@ -131,9 +132,9 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	}
 	defer log.Sync() //nolint:errcheck // stderr
 
-	cgm, err := chooseContainment(f.containment, log)
+	cgm, err := containment.Choose(f.containment, log, containment.Terminal)
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return &exitError{code: exitUsage, err: fmt.Errorf("--containment %s: %w", f.containment, err)}
 	}
 	certsDir := f.certsDir
 	if certsDir == "" {
