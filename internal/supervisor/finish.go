@@ -11,6 +11,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
+	"github.com/hermeskill/hermeskilld/internal/procfs"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
@@ -19,49 +20,26 @@ import (
 // output to drain (a descendant that escaped the tree could hold a pipe).
 const streamWait = 2 * time.Second
 
-// finish ends the run: cleans up what is left of the tree, writes the
-// certificate, releases the socket and the cgroup. res is the ladder's
-// result, nil when the main process exited on its own.
-func (r *Run) finish(res *escalate.Result) {
+// finish ends the run: writes the certificate of a kill or of an external
+// death, releases the socket, the cgroup and the keeper's watch. res is the
+// last ladder's result, nil when none ran.
+func (r *Run) finish(res *escalate.Result, trigger *symptoms.Symptom, st runState) Outcome {
 	exit := r.proc.Status()
-	external := false
-	thaw := func() {}
-	if res == nil {
-		// Died by a signal we did not send (the OOM killer, someone's
-		// kill -9, a crash): worth a certificate.
-		external = exit.Signaled
-		if external {
-			r.triggeredAt = r.proc.ExitedAt()
-			r.autopsy, thaw = r.tree.Snapshot(cmdlineMax, true)
-		}
-		if !r.tree.Empty() {
-			// The main process is gone but descendants live on: they get
-			// SIGTERM, grace, SIGKILL (DESIGN §4).
-			left, _ := r.tree.PIDs()
-			r.log.Warn("main process exited, stopping what it left behind", zap.Ints("pids", left))
-			cleanup := escalate.Run(r.tree, escalate.Plan{TermGrace: r.a.Escalation.TermGrace, Hurry: r.hurry,
-				OnStep: r.onStep, Release: thaw})
-			res = &cleanup
-		}
-	}
-	thaw()
 	terminated := time.Now()
 	r.waitStreams()
 
-	out := Outcome{Exit: exit, ShadowCerts: r.shadowCerts}
+	out := Outcome{Exit: exit}
 	if res != nil {
 		out.Reached = res.Reached
 	}
-	if r.trigger != nil || external {
-		c := r.certificate(exit, res, external, terminated)
-		out.Cert, out.Trigger, out.Killed = c, r.trigger, r.trigger != nil
+	if trigger != nil || r.external {
+		c := r.certificate(exit, res, trigger, st, terminated)
+		out.Cert, out.Trigger, out.Killed = c, trigger, trigger != nil
 		out.CertPath, out.CertErr = r.writeCert(c)
 	}
 	r.log.Info("agent exited", zap.Stringer("status", exit), zap.Int("shell_status", exit.ShellCode()))
 	r.emit(Event{Type: EventExited, Exit: &exit, Time: r.proc.ExitedAt()})
 
-	r.final = r.snapshot(StateExited)
-	r.outcome = out
 	r.sock.Close()
 	if err := r.tree.Close(); err != nil {
 		r.log.Warn("cgroup not removed", zap.Error(err))
@@ -70,6 +48,7 @@ func (r *Run) finish(res *escalate.Result) {
 		r.guard.End() // nothing of the tree is left to guard
 	}
 	os.Remove(r.o.SocketDir)
+	return out
 }
 
 func (r *Run) waitStreams() {
@@ -102,36 +81,33 @@ func (r *Run) writeCert(c *certs.Certificate) (string, error) {
 	return "", err
 }
 
-// writeShadow records, in shadow mode, the kill that would have happened.
-func (r *Run) writeShadow(t symptoms.Symptom) {
-	r.trigger = nil
+// shadow records, in shadow mode, the kill that would have happened, and
+// returns the certificate's path ("" when it could not be written).
+func (r *Run) shadow(t symptoms.Symptom, st runState) string {
 	procs, _ := r.tree.Snapshot(cmdlineMax, false)
-	saved := r.autopsy
-	r.autopsy = procs
-	c := r.baseCertificate(t)
-	r.autopsy = saved
+	c := r.baseCertificate(t, st, procs)
 	c.Mode = certs.ModeShadow
 	c.Escalation.Reached = certs.ReachedNone
 	c.TerminatedAt = time.Time{}
 	r.log.Warn("shadow mode: the agent would have been killed now; nothing is signalled",
 		zap.String("check", string(t.Check)), zap.String("reason", t.Message))
-	if path, err := r.writeCert(c); err == nil {
-		r.shadowCerts = append(r.shadowCerts, path)
-	}
+	path, _ := r.writeCert(c)
+	return path
 }
 
-// certificate builds the record of a kill (r.trigger set) or of an
+// certificate builds the record of a kill (trigger set) or of an
 // external death.
-func (r *Run) certificate(exit procsup.ExitStatus, res *escalate.Result, external bool, terminated time.Time) *certs.Certificate {
+func (r *Run) certificate(exit procsup.ExitStatus, res *escalate.Result, trigger *symptoms.Symptom, st runState,
+	terminated time.Time) *certs.Certificate {
 	var t symptoms.Symptom
-	if r.trigger != nil {
-		t = *r.trigger
+	if trigger != nil {
+		t = *trigger
 	} else {
 		t = r.externalSymptom(exit)
 	}
-	c := r.baseCertificate(t)
+	c := r.baseCertificate(t, st, r.autopsy)
 	c.TerminatedAt = terminated
-	if external {
+	if trigger == nil {
 		c.TriggerType, c.TriggerCheck = certs.TriggerExternal, certs.TriggerExternal
 	}
 	c.Exit = exitRecord(exit)
@@ -153,14 +129,14 @@ func (r *Run) certificate(exit procsup.ExitStatus, res *escalate.Result, externa
 		fs.CPUUserS, fs.CPUSysS = user.Seconds(), sys.Seconds()
 	}
 	fs.PeakRSSBytes = max(r.sampler.peakRSS, exit.MaxRSS)
-	fs.ProcsKilled = r.procsKilled(external, len(c.Survivors))
+	fs.ProcsKilled = r.procsKilled(trigger == nil, len(c.Survivors))
 	return c
 }
 
-// baseCertificate fills what every certificate has.
-func (r *Run) baseCertificate(t symptoms.Symptom) *certs.Certificate {
-	a := r.a
-	st := r.engine.State()
+// baseCertificate fills what every certificate has; procs is the
+// autopsy.
+func (r *Run) baseCertificate(t symptoms.Symptom, st runState, procs []procfs.Proc) *certs.Certificate {
+	a, es := st.agent, st.engine
 	c := &certs.Certificate{
 		Schema: certs.Schema, CertID: certs.NewID(), AgentID: a.ID, Host: r.host,
 		Mode: certs.ModeEnforce, Labels: a.Labels, Command: a.Command, PID: r.proc.PID(),
@@ -168,9 +144,9 @@ func (r *Run) baseCertificate(t symptoms.Symptom) *certs.Certificate {
 		TriggerType: certs.TriggerAuto, TriggerCheck: string(t.Check), TriggerReason: t.Message,
 		Escalation: certs.Escalation{Reached: certs.ReachedNone, CoopSignal: sigName(a.Escalation.CoopSignal),
 			CoopGraceMS: a.Escalation.CoopGrace.Milliseconds(), TermGraceMS: a.Escalation.TermGrace.Milliseconds()},
-		FinalState: certs.FinalState{Status: st.Status, Progress: int64(st.Progress), Tokens: int64(st.Tokens),
-			CostUSD: st.CostUSD, LastTool: st.LastTool, LastHeartbeatAt: st.LastHeartbeat,
-			Heartbeats: int64(st.Heartbeats), PeakRSSBytes: r.sampler.peakRSS, Errors: int64(st.Errors), Errno: st.Errno},
+		FinalState: certs.FinalState{Status: es.Status, Progress: int64(es.Progress), Tokens: int64(es.Tokens),
+			CostUSD: es.CostUSD, LastTool: es.LastTool, LastHeartbeatAt: es.LastHeartbeat,
+			Heartbeats: int64(es.Heartbeats), PeakRSSBytes: r.sampler.peakRSS, Errors: int64(es.Errors), Errno: es.Errno},
 	}
 	if t.Check == symptoms.Manual {
 		c.TriggerType = certs.TriggerManual
@@ -180,11 +156,11 @@ func (r *Run) baseCertificate(t symptoms.Symptom) *certs.Certificate {
 			c.OperatorReason = &reason
 		}
 	}
-	for _, s := range r.engine.Log() {
+	for _, s := range st.symptoms {
 		c.SymptomsLog = append(c.SymptomsLog, certs.Symptom{At: s.At, Check: string(s.Check), Severity: string(s.Severity),
 			Observed: s.Observed, Threshold: s.Threshold, Message: s.Message})
 	}
-	for _, p := range r.autopsy {
+	for _, p := range procs {
 		c.ProcessTree = append(c.ProcessTree, certs.Proc{PID: p.PID, PPID: p.PPID, Cmdline: p.Cmdline, State: p.State,
 			RSSBytes: p.RSSBytes, CPUS: p.CPUSeconds, Threads: p.Threads, FDs: p.FDs})
 	}

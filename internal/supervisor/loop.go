@@ -1,7 +1,7 @@
 package supervisor
 
 import (
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,74 +12,161 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
 
-// cmdlineMax truncates command lines in the certificate's process tree.
-const cmdlineMax = 512
+// effects is what the loop acts on: the agent's processes, its socket and
+// its records. *Run is the real one; the loop's tests give a fake, so that
+// testing/synctest drives the loop alone (its only blocking points are
+// channels and timers).
+type effects interface {
+	// ladder takes the autopsy and starts the escalation ladder for
+	// trigger; its result arrives on the channel. dumpPID is the sender
+	// of DUMP_SIGNAL, if any.
+	ladder(trigger symptoms.Symptom, dump string, dumpPID int) <-chan escalate.Result
+	// cleanup starts what follows a main process that exited by itself:
+	// the ladder for what it left behind, nil when it left nothing.
+	cleanup() <-chan escalate.Result
+	// finish writes the record of the run and releases what it holds.
+	// res is the last ladder's result, nil when none ran.
+	finish(res *escalate.Result, trigger *symptoms.Symptom, st runState) Outcome
+	// shadow records, in shadow mode, the kill that would have happened.
+	shadow(s symptoms.Symptom, st runState) string
+	// warn sends a warning directive to the agent's clients.
+	warn(s symptoms.Symptom)
+	// sample measures the tree for the kernel checks.
+	sample(checks config.Checks, now time.Time) (symptoms.Sample, bool)
+	// heartbeats are the socket's counters, for Status.
+	heartbeats() heartbeat.StatsSnapshot
+	emit(Event)
+}
 
-// loop is the run's owning goroutine: it alone touches the engine, the
-// deadline timer and the decision to start the ladder.
-func (r *Run) loop() {
-	defer close(r.done)
+// runState is what the loop hands to the records: the engine's view of
+// the agent, the symptoms, the configuration in force.
+type runState struct {
+	agent    *config.Agent
+	engine   symptoms.State
+	symptoms []symptoms.Symptom
+}
+
+// recentSymptoms is how many symptoms Status carries.
+const recentSymptoms = 20
+
+// loop is a run's owning goroutine: it alone touches the engine, the
+// deadline timer and the decisions — when the ladder starts, when the run
+// is over — and it publishes a Status after every change, which readers
+// take without a round trip. The ladders run on goroutines of their own
+// (effects.ladder, effects.cleanup) while the loop keeps draining the
+// socket and publishing.
+type loop struct {
+	log    *zap.Logger
+	a      *config.Agent
+	engine *symptoms.Engine
+	eff    effects
+
+	msgs   <-chan *heartbeat.Received
+	exited <-chan struct{}
+	kills  chan killReq
+	reconf chan *config.Agent
+
+	base    Status // the parts that never change
+	status  atomic.Pointer[Status]
+	recent  []symptoms.Symptom
+	state   string
+	trigger *symptoms.Symptom
+	sample  symptoms.Sample
+	// shadowed: a check fired in shadow mode; this run is never enforced.
+	shadowed bool
+	dump     string // DUMP_SIGNAL as announced
+	dumpPID  int    // its sender
+	shadows  []string
+}
+
+func newLoop(log *zap.Logger, a *config.Agent, engine *symptoms.Engine, eff effects, base Status,
+	msgs <-chan *heartbeat.Received, exited <-chan struct{}) *loop {
+	l := &loop{log: log, a: a, engine: engine, eff: eff, base: base, msgs: msgs, exited: exited,
+		kills: make(chan killReq, 1), reconf: make(chan *config.Agent, 1), state: StateRunning}
+	l.publish()
+	return l
+}
+
+// run is the loop; it returns how the run ended.
+func (l *loop) run() Outcome {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	var sampleC <-chan time.Time
-	if iv := sampleInterval(r.a.Checks); iv > 0 {
+	if iv := sampleInterval(l.a.Checks); iv > 0 {
 		t := time.NewTicker(iv)
 		defer t.Stop()
 		sampleC = t.C
 	}
-	msgs := r.sock.C()
-	mainDone := r.proc.Done()
-	var ladder chan escalate.Result
+	msgs, exited := l.msgs, l.exited
+	var ladder <-chan escalate.Result
 	for {
-		r.arm(timer)
+		l.arm(timer)
 		select {
 		case m, ok := <-msgs:
 			if !ok {
 				msgs = nil
-				continue
+				break
 			}
-			r.observe(m)
+			l.observe(m)
 		case <-timer.C:
 			// A heartbeat read before the deadline may still be queued:
 			// apply what is queued (each at its own receive time) first,
 			// so the timer and the heartbeat cannot race.
-			msgs = r.drain(msgs)
-			r.handle(r.engine.Tick(time.Now()))
+			msgs = l.drain(msgs)
+			l.handle(l.engine.Tick(time.Now()))
 		case now := <-sampleC:
-			r.handle(r.sample(now))
-		case k := <-r.killCh:
-			s, _ := r.engine.Manual(k.operator, k.reason, time.Now())
-			r.handle([]symptoms.Symptom{s})
+			if s, ok := l.eff.sample(l.a.Checks, now); ok {
+				l.sample = s
+				l.handle(l.engine.ObserveSample(s, now))
+			}
+		case k := <-l.kills:
+			s, _ := l.engine.Manual(k.operator, k.reason, time.Now())
+			l.handle([]symptoms.Symptom{s})
 			if ladder == nil {
-				ladder = r.startLadder(s)
+				ladder = l.startLadder(s)
 			}
-		case a := <-r.reconfCh:
-			r.reconfigure(a)
-		case ch := <-r.statusCh:
-			ch <- r.snapshot(StateOf(ladder != nil))
+		case a := <-l.reconf:
+			l.reconfigure(a)
 		case res := <-ladder:
-			r.finish(&res)
-			return
-		case <-mainDone:
+			return l.finish(&res)
+		case <-exited:
+			exited = nil
 			if ladder != nil {
-				mainDone = nil // the ladder sees it too and finishes
-				continue
+				break // the ladder sees it too, and ends
 			}
-			r.finish(nil)
-			return
+			// The main process exited by itself; what it left behind
+			// gets the ladder's SIGTERM, grace, SIGKILL.
+			if ladder = l.eff.cleanup(); ladder == nil {
+				return l.finish(nil)
+			}
+			l.state = StateStopping
 		}
-		if ladder == nil {
-			ladder = r.act()
+		if ladder == nil && exited != nil {
+			ladder = l.act()
 		}
+		l.publish()
 	}
 }
 
-func (r *Run) observe(m *heartbeat.Received) {
+// publish makes the current Status the one readers see.
+func (l *loop) publish() {
+	st := l.base
+	st.State = l.state
+	st.Mode = l.a.Mode
+	st.Agent = l.engine.State()
+	st.Symptoms = l.recent
+	st.Trigger = l.trigger
+	st.Sample = l.sample
+	st.Heartbeat = l.eff.heartbeats()
+	l.status.Store(&st)
+}
+
+func (l *loop) observe(m *heartbeat.Received) {
 	if m.Msg.Has(heartbeat.FieldDumpSignal) {
-		r.dumpPID = m.PID // last words go to whoever announced them
+		l.dump, l.dumpPID = m.Msg.DumpSignal, m.PID // last words go to whoever announced them
 	}
-	r.handle(r.engine.Observe(&m.Msg, m.At))
+	l.handle(l.engine.Observe(&m.Msg, m.At))
 	heartbeat.Free(m)
 }
 
@@ -88,19 +175,110 @@ func (r *Run) observe(m *heartbeat.Received) {
 //
 // It takes only what was queued when it began: under a flood it would
 // otherwise never return, and the deadline it runs for would wait.
-func (r *Run) drain(msgs <-chan *heartbeat.Received) <-chan *heartbeat.Received {
+func (l *loop) drain(msgs <-chan *heartbeat.Received) <-chan *heartbeat.Received {
 	for n := len(msgs); msgs != nil && n > 0; n-- {
 		select {
 		case m, ok := <-msgs:
 			if !ok {
 				return nil
 			}
-			r.observe(m)
+			l.observe(m)
 		default:
 			return msgs
 		}
 	}
 	return msgs
+}
+
+// arm points the single timer at the engine's next deadline. A heartbeat
+// that moved the deadline after the timer fired is harmless: Tick
+// re-checks against the current one.
+func (l *loop) arm(t *time.Timer) {
+	at, ok := l.engine.NextDeadline()
+	if !ok {
+		t.Stop()
+		return
+	}
+	t.Reset(time.Until(at))
+}
+
+// handle logs symptoms, reports them, sends warnings to the agent, and in
+// shadow mode records each check's first would-be kill.
+func (l *loop) handle(syms []symptoms.Symptom) {
+	for i := range syms {
+		s := syms[i]
+		fields := []zap.Field{zap.String("check", string(s.Check)), zap.String("observed", s.Observed),
+			zap.String("threshold", s.Threshold), zap.String("message", s.Message)}
+		if s.Severity == symptoms.Warning {
+			l.log.Warn("warning symptom", fields...)
+			l.eff.warn(s)
+		} else {
+			l.log.Warn("terminal symptom", fields...)
+		}
+		l.recent = append(l.recent, s)
+		if n := len(l.recent); n > recentSymptoms {
+			// A new slice: a published Status may still hold the old one.
+			l.recent = append([]symptoms.Symptom(nil), l.recent[n-recentSymptoms:]...)
+		}
+		l.eff.emit(Event{Type: EventSymptom, Symptom: &s})
+		if s.Severity == symptoms.Terminal && s.Check != symptoms.Manual && l.a.Mode == config.ModeShadow {
+			// Each check's first would-be kill gets its certificate: a
+			// later max_runtime after a tool_loop is what someone tuning
+			// thresholds needs to see.
+			l.shadowed = true
+			if path := l.eff.shadow(s, l.runState()); path != "" {
+				l.shadows = append(l.shadows, path)
+			}
+		}
+	}
+}
+
+// act starts the ladder once the engine has a terminal symptom (never in
+// shadow mode: handle recorded it).
+func (l *loop) act() <-chan escalate.Result {
+	t, ok := l.engine.Terminal()
+	if !ok || l.shadowed || l.a.Mode == config.ModeShadow {
+		return nil
+	}
+	return l.startLadder(t)
+}
+
+func (l *loop) startLadder(t symptoms.Symptom) <-chan escalate.Result {
+	l.trigger = &t
+	l.state = StateStopping
+	return l.eff.ladder(t, l.dump, l.dumpPID)
+}
+
+// reconfigure applies a new agent file to the running agent: checks and
+// escalation now; identity and how it is started, at the next start.
+func (l *loop) reconfigure(a *config.Agent) {
+	next := *l.a
+	next.Checks, next.Escalation, next.Mode = a.Checks, a.Escalation, a.Mode
+	next.Labels, next.AfterKill, next.Restart = a.Labels, a.AfterKill, a.Restart
+	l.a = &next
+	l.log.Info("configuration applied")
+	if l.shadowed && next.Mode != config.ModeShadow {
+		l.log.Warn("mode enforce applies from the next start: a check already fired in shadow mode during this run")
+	}
+	l.handle(l.engine.Reconfigure(engineConfig(l.a), time.Now()))
+}
+
+func (l *loop) runState() runState {
+	return runState{agent: l.a, engine: l.engine.State(), symptoms: l.engine.Log()}
+}
+
+// finish ends the run and publishes its last Status.
+func (l *loop) finish(res *escalate.Result) Outcome {
+	out := l.eff.finish(res, l.trigger, l.runState())
+	out.ShadowCerts = l.shadows
+	l.state = StateExited
+	l.publish()
+	return out
+}
+
+// engineConfig is what the symptoms engine checks for agent a.
+func engineConfig(a *config.Agent) symptoms.Config {
+	return symptoms.Config{Checks: a.Checks, StopTimeout: a.Escalation.TermGrace, Shadow: a.Mode == config.ModeShadow}
 }
 
 // idleSampling is how much less often the tree is measured when no kernel
@@ -124,137 +302,4 @@ func StateOf(stopping bool) string {
 		return StateStopping
 	}
 	return StateRunning
-}
-
-// arm points the single timer at the engine's next deadline. A heartbeat
-// that moved the deadline after the timer fired is harmless: Tick
-// re-checks against the current one.
-func (r *Run) arm(t *time.Timer) {
-	at, ok := r.engine.NextDeadline()
-	if !ok {
-		t.Stop()
-		return
-	}
-	t.Reset(time.Until(at))
-}
-
-// handle logs symptoms, reports them, and sends warnings to the agent.
-func (r *Run) handle(syms []symptoms.Symptom) {
-	for i := range syms {
-		s := syms[i]
-		fields := []zap.Field{zap.String("check", string(s.Check)), zap.String("observed", s.Observed),
-			zap.String("threshold", s.Threshold), zap.String("message", s.Message)}
-		if s.Severity == symptoms.Warning {
-			r.log.Warn("warning symptom", fields...)
-			r.sock.Broadcast(heartbeat.WarningDirective(string(s.Check), s.Message))
-		} else {
-			r.log.Warn("terminal symptom", fields...)
-		}
-		r.emit(Event{Type: EventSymptom, Symptom: &s})
-		if s.Severity == symptoms.Terminal && s.Check != symptoms.Manual && r.a.Mode == config.ModeShadow {
-			// Each check's first would-be kill gets its certificate:
-			// a later max_runtime after a tool_loop is what someone
-			// tuning thresholds needs to see.
-			r.shadowed = true
-			r.writeShadow(s)
-		}
-	}
-}
-
-// act starts the ladder once the engine has a terminal symptom (or, in
-// shadow mode, records what would have happened).
-func (r *Run) act() chan escalate.Result {
-	t, ok := r.engine.Terminal()
-	if !ok || r.shadowed || r.a.Mode == config.ModeShadow {
-		return nil // shadow mode: handle wrote the certificates
-	}
-	return r.startLadder(t)
-}
-
-// startLadder takes the autopsy — before any signal, so it shows the tree
-// as it was when the decision fell — and climbs the ladder on its own
-// goroutine. The tree stays frozen from the autopsy until the ladder's
-// first signal is pending (Plan.Release).
-func (r *Run) startLadder(t symptoms.Symptom) chan escalate.Result {
-	r.trigger = &t
-	r.triggeredAt = t.At
-	var thaw func()
-	r.autopsy, thaw = r.tree.Snapshot(cmdlineMax, true)
-	esc := r.a.Escalation
-	st := r.engine.State()
-	plan := escalate.Plan{
-		DumpWait: esc.DumpWait,
-		Directive: func() int {
-			return r.sock.Broadcast(heartbeat.StopDirective(string(t.Check), t.Message, esc.CoopGrace))
-		},
-		CoopSignal: esc.CoopSignal,
-		CoopGrace:  esc.CoopGrace,
-		TermGrace:  esc.TermGrace,
-		Hurry:      r.hurry,
-		OnStep:     r.onStep,
-		Release:    thaw,
-	}
-	if sig, pid := dumpSignal(st.DumpSignal), r.dumpPID; sig != 0 && pid > 0 {
-		plan.DumpSignal = sig
-		plan.Dump = func() error { return r.tree.SignalPID(pid, sig) }
-	}
-	r.log.Warn("stopping agent", zap.String("check", string(t.Check)), zap.String("reason", t.Message),
-		zap.Int("processes", len(r.autopsy)))
-	ch := make(chan escalate.Result, 1)
-	tree := r.tree
-	go func() { ch <- escalate.Run(tree, plan) }()
-	return ch
-}
-
-func (r *Run) onStep(s escalate.Step) {
-	r.log.Info("ladder step", zap.String("step", s.Name), zap.Duration("took", s.Duration), zap.Any("detail", s.Detail))
-	r.emit(Event{Type: EventStep, Step: &s, Time: s.At})
-}
-
-// dumpSignal turns an announced DUMP_SIGNAL into a signal, refusing the
-// ones that cannot be "last words" (they would kill or stop the agent).
-func dumpSignal(name string) syscall.Signal {
-	if name == "" {
-		return 0
-	}
-	sig, err := config.ParseSignal(name)
-	if err != nil || sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
-		return 0
-	}
-	return sig
-}
-
-// reconfigure applies a new agent file to the running agent: checks and
-// escalation now; identity and how it is started, at the next start.
-func (r *Run) reconfigure(a *config.Agent) {
-	next := *r.a
-	next.Checks, next.Escalation, next.Mode = a.Checks, a.Escalation, a.Mode
-	next.Labels, next.AfterKill, next.Restart = a.Labels, a.AfterKill, a.Restart
-	r.a = &next
-	r.log.Info("configuration applied")
-	if r.shadowed && next.Mode != config.ModeShadow {
-		r.log.Warn("mode enforce applies from the next start: a check already fired in shadow mode during this run")
-	}
-	r.handle(r.engine.Reconfigure(r.engineConfig(r.a), time.Now()))
-}
-
-// sample measures the tree for the kernel checks.
-func (r *Run) sample(now time.Time) []symptoms.Symptom {
-	s, ok := r.sampler.take(r.tree, r.a.Checks.FDs != nil, r.a.Checks.CPUSpin != nil, now)
-	if !ok {
-		return nil
-	}
-	return r.engine.ObserveSample(s, now)
-}
-
-func (r *Run) snapshot(state string) Status {
-	log := r.engine.Log()
-	if n := len(log); n > 20 {
-		log = log[n-20:]
-	}
-	return Status{
-		ID: r.id, State: state, PID: r.proc.PID(), Containment: r.tree.Mode(), Mode: r.a.Mode,
-		Started: r.proc.Started(), Agent: r.engine.State(), Symptoms: log, Trigger: r.trigger,
-		Sample: r.sampler.last, Heartbeat: r.sock.Stats(), Socket: r.sock.Path(),
-	}
 }

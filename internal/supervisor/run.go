@@ -23,10 +23,11 @@ import (
 // SocketName is the heartbeat socket's name inside Options.SocketDir.
 const SocketName = "notify.sock"
 
-// Run is one supervised agent, from start to certificate.
+// Run is one supervised agent, from start to certificate. Its loop
+// goroutine owns the run's decisions; Run's methods only post requests to
+// it or read what it published, so none of them waits on the agent.
 type Run struct {
 	o    Options
-	a    *config.Agent // owned by the loop goroutine; replaced on Reconfigure
 	id   string
 	log  *zap.Logger
 	host string
@@ -39,31 +40,26 @@ type Run struct {
 	cg        *cgroup.Group
 	stdout    *stream
 	stderr    *stream
-	engine    *symptoms.Engine
 	sampler   sampler
 
-	// Set by the loop goroutine once a terminal symptom is acted on.
-	trigger     *symptoms.Symptom
+	// Touched only from the loop goroutine (through effects).
 	triggeredAt time.Time
 	autopsy     []procfs.Proc
-	shadowed    bool // a check fired in shadow mode: this run is never enforced
-	dumpPID     int // the sender of DUMP_SIGNAL
-	shadowCerts []string
+	external    bool
 
-	killCh    chan killReq
-	reconfCh  chan *config.Agent
-	statusCh  chan chan Status
+	loop      *loop
 	hurry     chan struct{}
 	hurryOnce sync.Once
 
 	done    chan struct{}
-	final   Status
 	outcome Outcome
 }
 
 type killReq struct {
 	operator, reason string
 }
+
+var _ effects = (*Run)(nil)
 
 // Start starts the agent and supervises it until it is gone; Wait returns
 // how it ended. An error means the agent never started; a *procsup.StartError
@@ -77,30 +73,34 @@ func Start(o Options) (*Run, error) {
 	log = log.With(zap.String("agent", a.ID))
 	host, _ := os.Hostname()
 	r := &Run{
-		o: o, a: a, id: a.ID, log: log, host: host,
+		o: o, id: a.ID, log: log, host: host,
 		treeReady: make(chan struct{}),
-		killCh:    make(chan killReq, 1),
-		reconfCh:  make(chan *config.Agent, 1),
-		statusCh:  make(chan chan Status),
 		hurry:     make(chan struct{}),
 		done:      make(chan struct{}),
 	}
 	if err := r.start(); err != nil {
-		r.cleanup()
+		r.abandon()
 		return nil, err
 	}
-	go r.loop()
+	engine := symptoms.New(engineConfig(a), r.proc.Started())
+	base := Status{ID: a.ID, PID: r.proc.PID(), Containment: r.tree.Mode(), Started: r.proc.Started(), Socket: r.sock.Path()}
+	r.loop = newLoop(log, a, engine, r, base, r.sock.C(), r.proc.Done())
+	r.emit(Event{Type: EventStarted})
+	go func() {
+		defer close(r.done)
+		r.outcome = r.loop.run()
+	}()
 	return r, nil
 }
 
 func (r *Run) start() error {
-	o, a := r.o, r.a
+	o, a := r.o, r.o.Agent
+	defer close(r.treeReady)
 	uid, gid := -1, -1
 	if o.Credential != nil {
 		uid, gid = int(o.Credential.Uid), int(o.Credential.Gid)
 	}
 	if err := heartbeat.PrepareDir(o.SocketDir, uid, gid); err != nil {
-		close(r.treeReady)
 		return fmt.Errorf("socket directory: %w", err)
 	}
 	sockPath := filepath.Join(o.SocketDir, SocketName)
@@ -109,7 +109,6 @@ func (r *Run) start() error {
 		Auth: heartbeat.AuthFunc(r.authenticate), Rate: o.HeartbeatRate,
 	})
 	if err != nil {
-		close(r.treeReady)
 		return fmt.Errorf("heartbeat socket: %w", err)
 	}
 	r.sock = sock
@@ -118,7 +117,6 @@ func (r *Run) start() error {
 	if o.Cgroups != nil {
 		g, err := o.Cgroups.Create(a.ID)
 		if err != nil {
-			close(r.treeReady)
 			return fmt.Errorf("cgroup: %w", err)
 		}
 		r.cg, cgFD = g, g.FD()
@@ -127,7 +125,6 @@ func (r *Run) start() error {
 		r.stderr, err = newStream(o.StderrDirect, o.StderrSink)
 	}
 	if err != nil {
-		close(r.treeReady)
 		return err
 	}
 	env := procsup.AgentEnv(os.Environ(), a.Env, a.ID, sockPath, a.Checks.HeartbeatTimeout)
@@ -143,7 +140,6 @@ func (r *Run) start() error {
 		Credential: o.Credential, CgroupFD: cgFD,
 	})
 	if err != nil {
-		close(r.treeReady)
 		return err
 	}
 	r.proc = proc
@@ -152,16 +148,13 @@ func (r *Run) start() error {
 	r.tree = procsup.NewTree(o.Runtime, proc, procsup.TreeOptions{AgentID: a.ID, Cgroup: r.cg, Exclusive: o.Exclusive,
 		OnMember: r.guard.Member})
 	r.guard.Spawned(proc.PID(), r.tree.MainStartTicks())
-	close(r.treeReady)
-	r.engine = symptoms.New(r.engineConfig(a), proc.Started())
 	r.log.Info("agent started", zap.Int("pid", proc.PID()), zap.Strings("command", a.Command),
 		zap.String("containment", r.tree.Mode()), zap.String("socket", sockPath))
-	r.emit(Event{Type: EventStarted})
 	return nil
 }
 
-// cleanup releases what start acquired when the agent did not start.
-func (r *Run) cleanup() {
+// abandon releases what start acquired when the agent did not start.
+func (r *Run) abandon() {
 	if r.stdout != nil {
 		r.stdout.abort()
 	}
@@ -176,10 +169,6 @@ func (r *Run) cleanup() {
 	}
 	r.guard.End()
 	os.Remove(r.o.SocketDir)
-}
-
-func (r *Run) engineConfig(a *config.Agent) symptoms.Config {
-	return symptoms.Config{Checks: a.Checks, StopTimeout: a.Escalation.TermGrace, Shadow: a.Mode == config.ModeShadow}
 }
 
 // authenticate is the heartbeat socket's Authenticator: tree membership.
@@ -213,7 +202,7 @@ func (r *Run) authenticate(pid int) heartbeat.Verdict {
 // progress wins; this one is logged.
 func (r *Run) Kill(operator, reason string) {
 	select {
-	case r.killCh <- killReq{operator, reason}:
+	case r.loop.kills <- killReq{operator, reason}:
 	case <-r.done:
 	default: // one is pending already
 	}
@@ -231,11 +220,11 @@ func (r *Run) Forward(sig syscall.Signal) error { return r.proc.Signal(sig) }
 // command, user, env and cwd only at the next start.
 func (r *Run) Reconfigure(a *config.Agent) {
 	select {
-	case <-r.reconfCh: // drop a pending older one
+	case <-r.loop.reconf: // drop a pending older one
 	default:
 	}
 	select {
-	case r.reconfCh <- a:
+	case r.loop.reconf <- a:
 	case <-r.done:
 	}
 }
@@ -252,16 +241,9 @@ func (r *Run) Wait() Outcome {
 	return r.outcome
 }
 
-// Status returns a snapshot of the run.
-func (r *Run) Status() Status {
-	ch := make(chan Status, 1)
-	select {
-	case r.statusCh <- ch:
-		return <-ch
-	case <-r.done:
-		return r.final
-	}
-}
+// Status is the run as its loop last published it: it never waits for
+// the loop, whatever the run is busy with.
+func (r *Run) Status() Status { return *r.loop.status.Load() }
 
 func (r *Run) emit(e Event) {
 	if r.o.OnEvent == nil {

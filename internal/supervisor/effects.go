@@ -1,0 +1,102 @@
+package supervisor
+
+import (
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/escalate"
+	"github.com/hermeskill/hermeskilld/internal/heartbeat"
+	"github.com/hermeskill/hermeskilld/internal/symptoms"
+)
+
+// cmdlineMax truncates command lines in the certificate's process tree.
+const cmdlineMax = 512
+
+// ladder takes the autopsy — before any signal, so it shows the tree as it
+// was when the decision fell — and climbs the ladder on a goroutine of its
+// own. The tree stays frozen from the autopsy until the ladder's first
+// signal is pending (Plan.Release).
+func (r *Run) ladder(t symptoms.Symptom, dump string, dumpPID int) <-chan escalate.Result {
+	r.triggeredAt = t.At
+	var thaw func()
+	r.autopsy, thaw = r.tree.Snapshot(cmdlineMax, true)
+	esc := r.loop.a.Escalation
+	plan := escalate.Plan{
+		DumpWait: esc.DumpWait,
+		Directive: func() int {
+			return r.sock.Broadcast(heartbeat.StopDirective(string(t.Check), t.Message, esc.CoopGrace))
+		},
+		CoopSignal: esc.CoopSignal,
+		CoopGrace:  esc.CoopGrace,
+		TermGrace:  esc.TermGrace,
+		Hurry:      r.hurry,
+		OnStep:     r.onStep,
+		Release:    thaw,
+	}
+	if sig := dumpSignal(dump); sig != 0 && dumpPID > 0 {
+		plan.DumpSignal = sig
+		plan.Dump = func() error { return r.tree.SignalPID(dumpPID, sig) }
+	}
+	r.log.Warn("stopping agent", zap.String("check", string(t.Check)), zap.String("reason", t.Message),
+		zap.Int("processes", len(r.autopsy)))
+	return r.climb(plan)
+}
+
+// cleanup follows a main process that exited by itself. A death by a
+// signal we did not send (the OOM killer, someone's kill -9, a crash) gets
+// an autopsy for its certificate; descendants left behind get SIGTERM,
+// grace, SIGKILL.
+func (r *Run) cleanup() <-chan escalate.Result {
+	exit := r.proc.Status()
+	thaw := func() {}
+	if exit.Signaled {
+		r.external, r.triggeredAt = true, r.proc.ExitedAt()
+		r.autopsy, thaw = r.tree.Snapshot(cmdlineMax, true)
+	}
+	if r.tree.Empty() {
+		thaw()
+		return nil
+	}
+	left, _ := r.tree.PIDs()
+	r.log.Warn("main process exited, stopping what it left behind", zap.Ints("pids", left))
+	return r.climb(escalate.Plan{TermGrace: r.loop.a.Escalation.TermGrace, Hurry: r.hurry, OnStep: r.onStep, Release: thaw})
+}
+
+// climb runs a ladder on its own goroutine; the run waits for it.
+func (r *Run) climb(plan escalate.Plan) <-chan escalate.Result {
+	ch := make(chan escalate.Result, 1)
+	tree := r.tree
+	go func() { ch <- escalate.Run(tree, plan) }()
+	return ch
+}
+
+func (r *Run) onStep(s escalate.Step) {
+	r.log.Info("ladder step", zap.String("step", s.Name), zap.Duration("took", s.Duration), zap.Any("detail", s.Detail))
+	r.emit(Event{Type: EventStep, Step: &s, Time: s.At})
+}
+
+func (r *Run) warn(s symptoms.Symptom) {
+	r.sock.Broadcast(heartbeat.WarningDirective(string(s.Check), s.Message))
+}
+
+func (r *Run) sample(c config.Checks, now time.Time) (symptoms.Sample, bool) {
+	return r.sampler.take(r.tree, c.FDs != nil, c.CPUSpin != nil, now)
+}
+
+func (r *Run) heartbeats() heartbeat.StatsSnapshot { return r.sock.Stats() }
+
+// dumpSignal turns an announced DUMP_SIGNAL into a signal, refusing the
+// ones that cannot be "last words" (they would kill or stop the agent).
+func dumpSignal(name string) syscall.Signal {
+	if name == "" {
+		return 0
+	}
+	sig, err := config.ParseSignal(name)
+	if err != nil || sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
+		return 0
+	}
+	return sig
+}
