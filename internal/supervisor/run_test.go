@@ -1,0 +1,84 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/procsup"
+	"github.com/hermeskill/hermeskilld/internal/symptoms"
+	"github.com/hermeskill/hermeskilld/internal/testchild"
+)
+
+var rt *procsup.Runtime
+
+func TestMain(m *testing.M) {
+	testchild.Main()
+	var err error
+	if rt, err = procsup.NewRuntime(procsup.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	rt.Close()
+	os.Exit(code)
+}
+
+// startReal runs a real agent: a real process, socket and certificate.
+func startReal(t *testing.T, a *config.Agent) (*Run, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hksup") // short: sun_path is 108 bytes
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	r, err := Start(Options{Agent: a, Runtime: rt, Exclusive: true, SocketDir: filepath.Join(dir, "sock"),
+		CertsDir: filepath.Join(dir, "certs"), Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	return r, filepath.Join(dir, "certs")
+}
+
+// An agent that never says READY is killed at its startup deadline,
+// through the ladder, with a certificate on disk.
+func TestRunKillsSilentAgent(t *testing.T) {
+	a := agentWith(config.Checks{StartupTimeout: 300 * time.Millisecond})
+	a.Command = testchild.Spec("hang").Argv
+	a.Env = map[string]string{testchild.Env: "hang"}
+	a.Escalation.CoopGrace, a.Escalation.TermGrace = 100*time.Millisecond, 100*time.Millisecond
+	r, dir := startReal(t, a)
+	out := r.Wait()
+	require.True(t, out.Killed)
+	require.Equal(t, symptoms.StartupTimeout, out.Trigger.Check)
+	require.NoError(t, out.CertErr)
+	c, _, err := certs.Read(out.CertPath)
+	require.NoError(t, err)
+	require.Equal(t, "startup_timeout", c.TriggerCheck)
+	require.Equal(t, filepath.Dir(out.CertPath), dir)
+	require.Equal(t, StateExited, r.Status().State)
+}
+
+// A main process that exits leaving a child that ignores SIGTERM: while
+// the run spends its term_grace on the survivor, Status answers at once.
+func TestRunStatusDuringSurvivorCleanup(t *testing.T) {
+	a := agentWith(config.Checks{})
+	a.Command = []string{"/bin/sh", "-c", `(trap "" TERM; exec sleep 30) & echo started; exit 0`}
+	a.Escalation.TermGrace = 3 * time.Second
+	r, _ := startReal(t, a)
+	require.Eventually(t, func() bool { return r.Status().State == StateStopping }, 10*time.Second, time.Millisecond,
+		"the survivor's cleanup began")
+	for range 20 {
+		began := time.Now()
+		st := r.Status()
+		require.Less(t, time.Since(began), 50*time.Millisecond, "Status waited for the cleanup")
+		require.Equal(t, StateStopping, st.State)
+	}
+	out := r.Wait()
+	require.False(t, out.Killed, "no check fired: the agent exited by itself")
+	require.Equal(t, "sigkill", string(out.Reached), "the survivor ignored SIGTERM")
+	require.Equal(t, 0, out.Exit.Code)
+}
