@@ -397,7 +397,7 @@ func TestContainmentSupervisorAndKeeperKilled(t *testing.T) {
 }
 
 // socketDirOf is where `supervise` put the heartbeat socket of agent id
-// when its pid was pid (supervisorSocketDir).
+// when its pid was pid (heartbeat.SupervisorDir).
 func socketDirOf(id string, pid int) string {
 	base := "/run/hermeskill"
 	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {

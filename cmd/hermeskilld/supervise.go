@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +23,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/containment"
+	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/keeper"
 	"github.com/hermeskill/hermeskilld/internal/metrics"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
@@ -140,7 +140,10 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	if certsDir == "" {
 		certsDir = certs.DefaultDir()
 	}
-	sockDir, err := supervisorSocketDir(a.ID)
+	sockDir, err := heartbeat.SupervisorDir(a.ID)
+	if errors.Is(err, heartbeat.ErrPathTooLong) {
+		err = fmt.Errorf("%w; set XDG_RUNTIME_DIR to a shorter directory or use a shorter --id", err)
+	}
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -445,76 +448,6 @@ func isInterpreter(name string) bool {
 		}
 	}
 	return false
-}
-
-// supervisorSocketDir picks the private directory for one supervise run's
-// socket: $XDG_RUNTIME_DIR/hermeskill, /run/hermeskill for root, or a
-// per-user directory in the temp dir; then ID.PID inside it.
-func supervisorSocketDir(id string) (string, error) {
-	var base string
-	switch {
-	case os.Getenv("XDG_RUNTIME_DIR") != "":
-		base = filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "hermeskill")
-	case os.Geteuid() == 0:
-		base = "/run/hermeskill"
-	default:
-		base = filepath.Join(os.TempDir(), "hermeskill-"+strconv.Itoa(os.Geteuid()))
-	}
-	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
-		return "", err
-	}
-	if err := prepareBase(base); err != nil {
-		return "", fmt.Errorf("socket directory %s: %w", base, err)
-	}
-	removeStaleSocketDirs(base)
-	dir := filepath.Join(base, fmt.Sprintf("%s.%d", id, os.Getpid()))
-	if n := len(filepath.Join(dir, supervisor.SocketName)); n > 107 {
-		return "", fmt.Errorf("socket path %s is %d bytes, over the 107 that fit in sun_path; set XDG_RUNTIME_DIR to a shorter directory or use a shorter --id", dir, n)
-	}
-	return dir, nil
-}
-
-// removeStaleSocketDirs removes the socket directories ("ID.PID") that a
-// supervise killed with SIGKILL left behind: the pid is gone, and the
-// directory holds nothing but its socket.
-func removeStaleSocketDirs(base string) {
-	entries, err := os.ReadDir(base)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		i := strings.LastIndexByte(e.Name(), '.')
-		pid, err := strconv.Atoi(e.Name()[i+1:])
-		if !e.IsDir() || i < 0 || err != nil || pid == os.Getpid() {
-			continue
-		}
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
-			continue // alive (or a new process with that pid: leave it)
-		}
-		dir := filepath.Join(base, e.Name())
-		inside, err := os.ReadDir(dir)
-		if err != nil || len(inside) > 1 || (len(inside) == 1 && inside[0].Name() != supervisor.SocketName) {
-			continue
-		}
-		os.Remove(filepath.Join(dir, supervisor.SocketName))
-		os.Remove(dir)
-	}
-}
-
-// prepareBase makes the per-user base directory private to us.
-func prepareBase(base string) error {
-	if err := os.Mkdir(base, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	fi, err := os.Lstat(base)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
-		return errors.New("not a directory owned by us")
-	}
-	return os.Chmod(base, 0o700)
 }
 
 func isTerminal(f *os.File) bool {

@@ -4,12 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/sockpath"
 )
 
 // ErrUnsafeDir: a socket directory exists but is not private to its owner.
 var ErrUnsafeDir = errors.New("socket directory is not a private directory")
+
+// SocketName is the heartbeat socket's name inside an agent's socket
+// directory.
+const SocketName = "notify.sock"
 
 // PrepareDir makes dir a private directory (0700) owned by uid/gid (-1 keeps
 // ours), creating it if needed. An existing dir must be a real directory
@@ -62,4 +71,81 @@ func PrepareDir(dir string, uid, gid int) error {
 		}
 	}
 	return nil
+}
+
+// SupervisorDir returns the directory for the socket of one foreground
+// run of agent id: "ID.PID" (PID is ours) inside a base directory private
+// to this user, $XDG_RUNTIME_DIR/hermeskill, else /run/hermeskill for
+// root, else hermeskill-UID in the temporary directory. The base is made
+// private with PrepareDir (a base planted by someone else is refused, not
+// used), and the run directories that runs killed by SIGKILL left in it are
+// removed. The run directory itself is not created: PrepareDir does that
+// for the socket's owner.
+//
+// Errors: the *os.PathError of creating the base's parent, PrepareDir's
+// errors, or sockpath.ErrTooLong (wrapped) when the socket's path would
+// not fit in sun_path.
+func SupervisorDir(id string) (string, error) {
+	base := supervisorBase(os.Getenv("XDG_RUNTIME_DIR"), os.Geteuid(), os.TempDir())
+	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+		return "", err
+	}
+	if err := PrepareDir(base, -1, -1); err != nil {
+		return "", err
+	}
+	removeStaleRunDirs(base, os.Getpid(), processExists)
+	dir := filepath.Join(base, id+"."+strconv.Itoa(os.Getpid()))
+	if err := sockpath.Check(filepath.Join(dir, SocketName)); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// supervisorBase picks the base directory of SupervisorDir.
+func supervisorBase(xdgRuntime string, euid int, tmp string) string {
+	switch {
+	case xdgRuntime != "":
+		return filepath.Join(xdgRuntime, "hermeskill")
+	case euid == 0:
+		return "/run/hermeskill"
+	default:
+		return filepath.Join(tmp, "hermeskill-"+strconv.Itoa(euid))
+	}
+}
+
+// removeStaleRunDirs removes the run directories ("ID.PID") in base whose
+// run is gone: the pid is not self and does not exist, and the directory
+// holds nothing but the socket. A pid that exists is left alone, even
+// when it was reused by another process: the directory then waits for a
+// later run.
+func removeStaleRunDirs(base string, self int, exists func(pid int) bool) {
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		i := strings.LastIndexByte(name, '.')
+		if !e.IsDir() || i < 0 {
+			continue
+		}
+		pid, err := strconv.Atoi(name[i+1:])
+		if err != nil || pid <= 0 || pid == self || exists(pid) {
+			continue
+		}
+		dir := filepath.Join(base, name)
+		inside, err := os.ReadDir(dir)
+		if err != nil || len(inside) > 1 || (len(inside) == 1 && inside[0].Name() != SocketName) {
+			continue
+		}
+		os.Remove(filepath.Join(dir, SocketName))
+		os.Remove(dir)
+	}
+}
+
+// processExists reports whether pid has an entry in /proc, zombies
+// included.
+func processExists(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
 }

@@ -12,17 +12,16 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/sockpath"
 )
 
 // Socket errors.
 var (
-	ErrPathTooLong = errors.New("socket path too long for sun_path (max 107 bytes)")
+	ErrPathTooLong = sockpath.ErrTooLong
 	ErrInUse       = errors.New("socket path is in use by a live listener")
 	ErrNotSocket   = errors.New("path exists and is not a socket")
 )
-
-// maxPath is sizeof(sun_path) minus the terminating NUL (unix(7)).
-const maxPath = 107
 
 // queueLen is how many authenticated messages may wait for the consumer
 // before new ones are dropped; the reader never blocks on the consumer, so
@@ -90,8 +89,8 @@ type Socket struct {
 // crash, refusing one a live process still listens on), makes it 0600 owned
 // by the agent's user, enables SO_PASSCRED and starts the reader.
 func Listen(cfg Config) (*Socket, error) {
-	if len(cfg.Path) > maxPath {
-		return nil, fmt.Errorf("%q (%d bytes): %w", cfg.Path, len(cfg.Path), ErrPathTooLong)
+	if err := sockpath.Check(cfg.Path); err != nil {
+		return nil, err
 	}
 	if err := removeStale(cfg.Path); err != nil {
 		return nil, err
