@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -220,7 +219,7 @@ signature is checked too (the status is 1 when it does not verify).`,
 				}
 				if err == nil && !asJSON {
 					var cert *certs.Certificate
-					if cert, err = parseCert(data); err == nil {
+					if cert, err = certs.Parse(data); err == nil {
 						if i > 0 {
 							fmt.Fprintln(out)
 						}
@@ -375,7 +374,7 @@ func (f *certsFlags) summary(ctx context.Context, ref string) (control.CertSumma
 		if err != nil {
 			return control.CertSummary{}, &exitError{code: exitFailure, err: err}
 		}
-		c, err := parseCert(data)
+		c, err := certs.Parse(data)
 		if err != nil {
 			return control.CertSummary{}, &exitError{code: exitFailure, err: fmt.Errorf("%s: %w", ref, err)}
 		}
@@ -475,18 +474,6 @@ func isPathRef(ref string) bool {
 	}
 	fi, err := os.Stat(ref)
 	return err == nil && fi.Mode().IsRegular()
-}
-
-// parseCert parses a certificate file's bytes.
-func parseCert(data []byte) (*certs.Certificate, error) {
-	c := new(certs.Certificate)
-	if err := json.Unmarshal(data, c); err != nil {
-		return nil, fmt.Errorf("%w: %w", certs.ErrMalformed, err)
-	}
-	if c.Schema != certs.Schema {
-		return nil, fmt.Errorf("%w %q", certs.ErrSchema, c.Schema)
-	}
-	return c, nil
 }
 
 func loadPubkey(path string) (ed25519.PublicKey, error) {

@@ -130,7 +130,7 @@ func TestMarshalTimesInUTC(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"started_at": "2026-12-02T10:00:00.000000005Z"`)
 
-	got, err := parse(b)
+	got, err := Parse(b)
 	require.NoError(t, err)
 	assert.True(t, got.StartedAt.Equal(c.StartedAt))
 	assert.Equal(t, time.UTC, got.StartedAt.Location())

@@ -136,7 +136,7 @@ func checkComplete(data []byte) error {
 	if !bytes.HasSuffix(data, []byte("}\n")) {
 		return fmt.Errorf("%w: %d bytes, without the closing brace and newline", ErrIncomplete, len(data))
 	}
-	c, err := parse(data)
+	c, err := Parse(data)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func TestSignVerify(t *testing.T) {
 	raw := signedFile(t)
 	require.NoError(t, Verify(raw, s.Public()))
 
-	c, err := parse(raw)
+	c, err := Parse(raw)
 	require.NoError(t, err)
 	assert.Equal(t, AlgEd25519, c.Signature.Alg)
 	assert.Equal(t, s.KeyID(), c.Signature.KeyID)
@@ -186,7 +186,7 @@ func TestVerifyUnsigned(t *testing.T) {
 func TestVerifySignatureMalleability(t *testing.T) {
 	pub := testSigner(t).Public()
 	raw := signedFile(t)
-	c, err := parse(raw)
+	c, err := Parse(raw)
 	require.NoError(t, err)
 	v := c.Signature.Value
 	require.True(t, strings.HasSuffix(v, "=="))

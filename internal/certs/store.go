@@ -120,14 +120,17 @@ func Read(path string) (*Certificate, []byte, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("read certificate: %w", err)
 	}
-	c, err := parse(data)
+	c, err := Parse(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read certificate %s: %w", path, err)
 	}
 	return c, data, nil
 }
 
-func parse(data []byte) (*Certificate, error) {
+// Parse parses a certificate file's bytes. Unknown fields are ignored;
+// bytes that are not a certificate give ErrMalformed, a certificate of
+// another schema ErrSchema.
+func Parse(data []byte) (*Certificate, error) {
 	c := new(Certificate)
 	if err := json.Unmarshal(data, c); err != nil {
 		return nil, malformedErr(err)

@@ -127,6 +127,30 @@ func TestReadErrors(t *testing.T) {
 	require.ErrorContains(t, err, "larger than")
 }
 
+func TestParse(t *testing.T) {
+	c := fullCert()
+	data, err := Marshal(c)
+	require.NoError(t, err)
+	got, err := Parse(data)
+	require.NoError(t, err)
+	again, err := Marshal(got)
+	require.NoError(t, err)
+	assert.Equal(t, string(data), string(again), "a parsed certificate marshals to the same bytes")
+
+	for _, tc := range []struct {
+		data string
+		want error
+	}{
+		{"not json", ErrMalformed},
+		{`{"schema":"` + Schema + `","pid":"4242"}`, ErrMalformed},
+		{`{"schema":"hermeskill.death-certificate.v2"}`, ErrSchema},
+		{`{}`, ErrSchema},
+	} {
+		_, err := Parse([]byte(tc.data))
+		require.ErrorIs(t, err, tc.want, tc.data)
+	}
+}
+
 func TestList(t *testing.T) {
 	dir := t.TempDir()
 	base := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
