@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
+	"slices"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -214,17 +214,10 @@ func checkDaemonFile(cfg *config.Daemon) (kind, note string, err error) {
 	return "daemon", note, nil
 }
 
-// looksLikeAgentError: the daemon schema rejected agent keys, so the file
-// is probably an agent file.
+// looksLikeAgentError: the daemon schema rejected a top-level agent key,
+// so the file is probably an agent file.
 func looksLikeAgentError(err error) bool {
 	var ce *config.Error
-	if !errors.As(err, &ce) {
-		return false
-	}
-	for _, k := range []string{`"id"`, `"command"`, `"checks"`, `"escalation"`, `"labels"`} {
-		if strings.Contains(ce.Msg, "unknown key "+k) {
-			return true
-		}
-	}
-	return false
+	return errors.As(err, &ce) && ce.Kind == config.ErrUnknownKey &&
+		slices.Contains([]string{"id", "command", "checks", "escalation", "labels"}, ce.Key)
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -288,7 +289,7 @@ func (c *Checks) dropInactive() {
 func (a *Agent) Validate(requireIDAndCommand bool) error {
 	var errs []*Error
 	for _, p := range a.problems(requireIDAndCommand) {
-		errs = append(errs, &Error{File: a.Source, Msg: p.key + ": " + p.msg})
+		errs = append(errs, &Error{File: a.Source, Key: p.key, Kind: p.kind, Err: errors.New(p.msg)})
 	}
 	return joinErrors(errs)
 }
@@ -297,7 +298,9 @@ func (a *Agent) Validate(requireIDAndCommand bool) error {
 // path shown in the message; at is the key path whose line locates it in a
 // file (key when empty).
 type problem struct {
-	key, at, msg string
+	key, at string
+	kind    ErrorKind
+	msg     string
 }
 
 // The name patterns are compiled on first use: supervise's start-up time
@@ -317,17 +320,18 @@ const maxLabelValue = 256
 func (a *Agent) problems(requireIDAndCommand bool) []problem {
 	var ps []problem
 	add := func(key, at, format string, args ...any) {
-		ps = append(ps, problem{key: key, at: at, msg: fmt.Sprintf(format, args...)})
+		ps = append(ps, problem{key: key, at: at, kind: ErrBadValue, msg: fmt.Sprintf(format, args...)})
 	}
+	missing := func(key, msg string) { ps = append(ps, problem{key: key, kind: ErrMissing, msg: msg}) }
 	switch {
 	case a.ID == "" && requireIDAndCommand:
-		add("id", "", "required")
+		missing("id", "required")
 	case a.ID != "" && !idRE().MatchString(a.ID):
 		add("id", "", "%q must be 1-64 letters, digits, '.', '_' or '-', not starting with '.' or '-'", a.ID)
 	}
 	switch {
 	case len(a.Command) == 0 && requireIDAndCommand:
-		add("command", "", "required: the argv list such as [python3, agent.py]")
+		missing("command", "required: the argv list such as [python3, agent.py]")
 	case len(a.Command) > 0 && a.Command[0] == "":
 		add("command", "command[0]", "the program (first element) must not be empty")
 	}
@@ -367,24 +371,24 @@ func (r *Restart) problems() []problem {
 	switch r.Policy {
 	case RestartNever, RestartOnFailure, RestartAlways:
 	default:
-		ps = append(ps, problem{key: "restart.policy", msg: fmt.Sprintf("must be never, on-failure or always, got %q", r.Policy)})
+		ps = append(ps, problem{key: "restart.policy", kind: ErrBadValue, msg: fmt.Sprintf("must be never, on-failure or always, got %q", r.Policy)})
 	}
 	for _, d := range []struct {
 		key string
 		v   time.Duration
 	}{{"backoff", r.Backoff}, {"max_backoff", r.MaxBackoff}, {"window", r.Window}, {"stable_after", r.StableAfter}} {
 		if d.v < 0 {
-			ps = append(ps, problem{key: "restart." + d.key, msg: "must not be negative"})
+			ps = append(ps, problem{key: "restart." + d.key, kind: ErrBadValue, msg: "must not be negative"})
 		}
 	}
 	if r.MaxRestarts < 0 {
-		ps = append(ps, problem{key: "restart.max_restarts", msg: "must not be negative"})
+		ps = append(ps, problem{key: "restart.max_restarts", kind: ErrBadValue, msg: "must not be negative"})
 	}
 	if r.Backoff > r.MaxBackoff {
-		ps = append(ps, problem{key: "restart.backoff", msg: fmt.Sprintf("%s is above max_backoff %s", FormatDuration(r.Backoff), FormatDuration(r.MaxBackoff))})
+		ps = append(ps, problem{key: "restart.backoff", kind: ErrConflict, msg: fmt.Sprintf("%s is above max_backoff %s", FormatDuration(r.Backoff), FormatDuration(r.MaxBackoff))})
 	}
 	if r.MaxRestarts > 0 && r.Window == 0 {
-		ps = append(ps, problem{key: "restart.window", msg: "must be above 0 when max_restarts is set"})
+		ps = append(ps, problem{key: "restart.window", kind: ErrConflict, msg: "must be above 0 when max_restarts is set"})
 	}
 	return ps
 }
@@ -393,14 +397,14 @@ func (e *Escalation) problems() []problem {
 	var ps []problem
 	switch e.CoopSignal {
 	case syscall.SIGKILL, syscall.SIGSTOP:
-		ps = append(ps, problem{key: "escalation.coop_signal", msg: fmt.Sprintf("%s cannot be caught, so it is no cooperative stop (use none to skip that stage)", SignalName(e.CoopSignal))})
+		ps = append(ps, problem{key: "escalation.coop_signal", kind: ErrBadValue, msg: fmt.Sprintf("%s cannot be caught, so it is no cooperative stop (use none to skip that stage)", SignalName(e.CoopSignal))})
 	}
 	for _, d := range []struct {
 		key string
 		v   time.Duration
 	}{{"coop_grace", e.CoopGrace}, {"term_grace", e.TermGrace}, {"dump_wait", e.DumpWait}} {
 		if d.v < 0 {
-			ps = append(ps, problem{key: "escalation." + d.key, msg: "must not be negative"})
+			ps = append(ps, problem{key: "escalation." + d.key, kind: ErrBadValue, msg: "must not be negative"})
 		}
 	}
 	return ps
@@ -409,7 +413,10 @@ func (e *Escalation) problems() []problem {
 func (c *Checks) problems() []problem {
 	var ps []problem
 	add := func(key, at, format string, args ...any) {
-		ps = append(ps, problem{key: "checks." + key, at: at, msg: fmt.Sprintf(format, args...)})
+		ps = append(ps, problem{key: "checks." + key, at: at, kind: ErrBadValue, msg: fmt.Sprintf(format, args...)})
+	}
+	conflict := func(key, at, format string, args ...any) {
+		ps = append(ps, problem{key: "checks." + key, at: at, kind: ErrConflict, msg: fmt.Sprintf(format, args...)})
 	}
 	for _, d := range []struct {
 		key string
@@ -429,10 +436,10 @@ func (c *Checks) problems() []problem {
 	}
 	if c.HeartbeatTimeoutMax > 0 {
 		if c.HeartbeatTimeoutMin > c.HeartbeatTimeoutMax {
-			add("heartbeat_timeout_min", "", "%s is above heartbeat_timeout_max %s", FormatDuration(c.HeartbeatTimeoutMin), FormatDuration(c.HeartbeatTimeoutMax))
+			conflict("heartbeat_timeout_min", "", "%s is above heartbeat_timeout_max %s", FormatDuration(c.HeartbeatTimeoutMin), FormatDuration(c.HeartbeatTimeoutMax))
 		}
 		if c.HeartbeatTimeout > c.HeartbeatTimeoutMax {
-			add("heartbeat_timeout_max", "", "%s is below heartbeat_timeout %s", FormatDuration(c.HeartbeatTimeoutMax), FormatDuration(c.HeartbeatTimeout))
+			conflict("heartbeat_timeout_max", "", "%s is below heartbeat_timeout %s", FormatDuration(c.HeartbeatTimeoutMax), FormatDuration(c.HeartbeatTimeout))
 		}
 	}
 	sustained := func(key string, s *Sustained, format func(int64) string) {
@@ -443,7 +450,7 @@ func (c *Checks) problems() []problem {
 			add(key, "", "thresholds must not be negative")
 		}
 		if s.Warn > 0 && s.Kill > 0 && s.Warn > s.Kill {
-			add(key, "checks."+key+".warn", "warn %s is above kill %s", format(s.Warn), format(s.Kill))
+			conflict(key, "checks."+key+".warn", "warn %s is above kill %s", format(s.Warn), format(s.Kill))
 		}
 	}
 	count := func(n int64) string { return fmt.Sprint(n) }
@@ -458,7 +465,7 @@ func (c *Checks) problems() []problem {
 			add(key, "", "thresholds must not be negative")
 		}
 		if l.Warn > 0 && l.Kill > 0 && l.Warn > l.Kill {
-			add(key, "checks."+key+".warn", "warn %d is above kill %d", l.Warn, l.Kill)
+			conflict(key, "checks."+key+".warn", "warn %d is above kill %d", l.Warn, l.Kill)
 		}
 	}
 	limit("tokens", c.Tokens)
@@ -469,7 +476,7 @@ func (c *Checks) problems() []problem {
 			add("cost", "", "thresholds must not be negative")
 		}
 		if l.Warn > 0 && l.Kill > 0 && l.Warn > l.Kill {
-			add("cost", "checks.cost.warn", "warn %g is above kill %g", l.Warn, l.Kill)
+			conflict("cost", "checks.cost.warn", "warn %g is above kill %g", l.Warn, l.Kill)
 		}
 	}
 	if s := c.CPUSpin; s != nil && (s.Percent < 0 || s.For < 0) {

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"io/fs"
 	"strings"
 	"sync"
@@ -599,19 +598,4 @@ func TestCloneIsDeep(t *testing.T) {
 	b.Checks.Memory.Kill = 1
 	b.Checks.Steps.Kill = 1
 	require.Equal(t, designAgent("x.yaml"), a)
-}
-
-func TestErrorFormat(t *testing.T) {
-	for _, tc := range []struct {
-		e    Error
-		want string
-	}{
-		{Error{File: "a.yaml", Line: 3, Column: 5, Msg: "m"}, "a.yaml:3: m"},
-		{Error{File: "a.yaml", Msg: "m"}, "a.yaml: m"},
-		{Error{Line: 3, Msg: "m"}, "line 3: m"},
-		{Error{Msg: "m"}, "m"},
-	} {
-		require.Equal(t, tc.want, tc.e.Error())
-		require.True(t, errors.Is(&tc.e, ErrInvalid))
-	}
 }

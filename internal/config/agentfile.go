@@ -142,7 +142,7 @@ func semanticProblems(r rawAgent, a *Agent) []problem {
 			if r.Checks.HeartbeatTimeoutMax == nil {
 				what = "heartbeat_timeout"
 			}
-			ps = append(ps, problem{key: "checks.heartbeat_timeout_min", msg: fmt.Sprintf("%s is above %s %s", FormatDuration(lo), what, FormatDuration(hi))})
+			ps = append(ps, problem{key: "checks.heartbeat_timeout_min", kind: ErrConflict, msg: fmt.Sprintf("%s is above %s %s", FormatDuration(lo), what, FormatDuration(hi))})
 		}
 	}
 	return append(ps, n.problems(false)...)

@@ -120,7 +120,7 @@ func ParseDaemon(data []byte, source string) (*Daemon, error) {
 		return nil, d.err()
 	}
 	if root == nil {
-		d.errorf(nil, "", "empty file: write {} to run with every default, or see the documentation")
+		d.fail(nil, "", ErrMissing, "empty file: write {} to run with every default, or see the documentation")
 		return nil, d.err()
 	}
 	cfg := DefaultDaemon()
@@ -237,7 +237,7 @@ func (d *decoder) controlPlane(n *yaml.Node, path string) *ControlPlane {
 		}},
 	}, nil)
 	if _, ok := d.lines[join(path, "url")]; !ok && deref(n).Kind == yaml.MappingNode {
-		d.errorf(deref(n), path, "url is required")
+		d.fail(deref(n), path, ErrMissing, "url is required")
 	}
 	return cp
 }

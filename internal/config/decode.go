@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -44,16 +41,17 @@ func (d *decoder) full() bool {
 	return true
 }
 
-// errorf records an error at node n (nil: no line) for the key path.
+// errorf records a bad value at node n (nil: no line) for the key path.
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	d.fail(n, path, ErrBadValue, format, args...)
+}
+
+// fail records an error of the given kind at node n (nil: no line).
+func (d *decoder) fail(n *yaml.Node, path string, kind ErrorKind, format string, args ...any) {
 	if d.full() {
 		return
 	}
-	msg := fmt.Sprintf(format, args...)
-	if path != "" {
-		msg = path + ": " + msg
-	}
-	e := &Error{File: d.file, Msg: msg}
+	e := &Error{File: d.file, Key: path, Kind: kind, Err: fmt.Errorf(format, args...)}
 	if n != nil {
 		e.Line, e.Column = n.Line, n.Column
 	}
@@ -87,7 +85,7 @@ func (d *decoder) report(probs []problem, prefix string) {
 		if at == "" {
 			at = p.key
 		}
-		d.errs = append(d.errs, &Error{File: d.file, Line: d.lineOf(prefix + at), Msg: prefix + p.key + ": " + p.msg})
+		d.errs = append(d.errs, &Error{File: d.file, Line: d.lineOf(prefix + at), Key: prefix + p.key, Kind: p.kind, Err: errors.New(p.msg)})
 	}
 }
 
@@ -96,31 +94,9 @@ func (d *decoder) report(probs []problem, prefix string) {
 func (d *decoder) err() error {
 	sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
 	if d.dropped > 0 {
-		d.errs = append(d.errs, &Error{File: d.file, Msg: fmt.Sprintf("%d more errors not shown", d.dropped)})
+		d.errs = append(d.errs, &Error{File: d.file, Err: fmt.Errorf("%d more errors not shown", d.dropped)})
 	}
 	return joinErrors(d.errs)
-}
-
-var (
-	yamlLineErr   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
-	yamlAnchorErr = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: unknown anchor '(.*)' referenced$`) })
-)
-
-// yamlParserProblems are the messages of yaml's parser (not its scanner).
-// yaml reports their line 0-based (its scanner errors are 1-based), see
-// parser.fail in go.yaml.in/yaml/v3 decode.go; the line is corrected here.
-var yamlParserProblems = map[string]bool{
-	"did not find expected <stream-start>":   true,
-	"did not find expected <document start>": true,
-	"found undefined tag handle":             true,
-	"did not find expected node content":     true,
-	"did not find expected '-' indicator":    true,
-	"did not find expected key":              true,
-	"did not find expected ',' or ']'":       true,
-	"did not find expected ',' or '}'":       true,
-	"found duplicate %YAML directive":        true,
-	"found incompatible YAML document":       true,
-	"found duplicate %TAG directive":         true,
 }
 
 // document parses data as exactly one YAML document and returns its root
@@ -128,11 +104,11 @@ var yamlParserProblems = map[string]bool{
 // Syntax errors are recorded with yaml's own line.
 func (d *decoder) document(data []byte) (*yaml.Node, bool) {
 	if len(data) > maxFileSize {
-		d.errorf(nil, "", "file is larger than %s", FormatSize(maxFileSize))
+		d.fail(nil, "", ErrSyntax, "file is larger than %s", FormatSize(maxFileSize))
 		return nil, false
 	}
 	if !utf8.Valid(data) {
-		d.errorf(nil, "", "file is not valid UTF-8")
+		d.fail(nil, "", ErrSyntax, "file is not valid UTF-8")
 		return nil, false
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -141,17 +117,21 @@ func (d *decoder) document(data []byte) (*yaml.Node, bool) {
 		if errors.Is(err, io.EOF) {
 			return nil, true
 		}
-		d.syntaxError(data, err)
+		if !d.full() {
+			d.errs = append(d.errs, syntaxError(d.file, data, err))
+		}
 		return nil, false
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		d.syntaxError(data, err)
+		if !d.full() {
+			d.errs = append(d.errs, syntaxError(d.file, data, err))
+		}
 		return nil, false
 	default:
-		d.errorf(&next, "", "more than one YAML document (---); put one configuration in a file")
+		d.fail(&next, "", ErrSyntax, "more than one YAML document (---); put one configuration in a file")
 		return nil, false
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
@@ -162,43 +142,6 @@ func (d *decoder) document(data []byte) (*yaml.Node, bool) {
 		return nil, true
 	}
 	return root, true
-}
-
-// syntaxError records a yaml parse error at its line. yaml omits the line
-// when it is the first one (0 in its 0-based marks), and counts parser
-// errors from 0: both are corrected. An unknown alias is located by search.
-func (d *decoder) syntaxError(data []byte, err error) {
-	msg := err.Error()
-	e := &Error{File: d.file, Line: 1, Msg: strings.TrimPrefix(msg, "yaml: ")}
-	if m := yamlLineErr().FindStringSubmatch(msg); m != nil {
-		e.Line, _ = strconv.Atoi(m[1])
-		e.Msg = m[2]
-		if yamlParserProblems[e.Msg] {
-			e.Line++
-		}
-	} else if m := yamlAnchorErr().FindStringSubmatch(msg); m != nil {
-		e.Line = 0
-		for i, l := range bytes.Split(data, []byte("\n")) {
-			if bytes.Contains(l, []byte("*"+m[1])) {
-				e.Line = i + 1
-				break
-			}
-		}
-		e.Msg = fmt.Sprintf("alias *%s refers to no anchor &%s defined before it", m[1], m[1])
-	}
-	if lineHasTab(data, e.Line) && (strings.Contains(e.Msg, "tab") || strings.Contains(e.Msg, "cannot start any token")) {
-		e.Msg += " (YAML does not allow tabs for indentation: use spaces)"
-	}
-	e.Msg = "YAML syntax: " + e.Msg
-	d.errs = append(d.errs, e)
-}
-
-func lineHasTab(data []byte, line int) bool {
-	lines := bytes.Split(data, []byte("\n"))
-	if line < 1 || line > len(lines) {
-		return false
-	}
-	return bytes.ContainsRune(lines[line-1], '\t')
 }
 
 // deref follows aliases (*name) to the anchored node.
@@ -305,15 +248,15 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields []field, hint func(k
 // key checks one mapping key: a string, not "<<", not seen before.
 func (d *decoder) key(k *yaml.Node, path string, seen map[string]int) (string, bool) {
 	if k == nil || k.Kind != yaml.ScalarNode || isNull(k) {
-		d.errorf(k, path, "keys must be strings, got %s", describe(k))
+		d.fail(k, path, ErrSyntax, "keys must be strings, got %s", describe(k))
 		return "", false
 	}
 	if k.Value == "<<" && k.Style == 0 {
-		d.errorf(k, path, "merge keys (<<) are not supported; repeat the keys, or use the daemon's defaults")
+		d.fail(k, path, ErrSyntax, "merge keys (<<) are not supported; repeat the keys, or use the daemon's defaults")
 		return "", false
 	}
 	if first, dup := seen[k.Value]; dup {
-		d.errorf(k, path, "duplicate key %q (first at line %d)", k.Value, first)
+		d.fail(k, path, ErrSyntax, "duplicate key %q (first at line %d)", k.Value, first)
 		return "", false
 	}
 	seen[k.Value] = k.Line
@@ -326,7 +269,7 @@ func (d *decoder) unknownKey(k *yaml.Node, path, name string, fields []field, hi
 	}
 	if hint != nil {
 		if h := hint(name); h != "" {
-			d.errorf(k, path, "%s", h)
+			d.fail(k, join(path, name), ErrUnknownKey, "%s", h)
 			return
 		}
 	}
@@ -338,7 +281,7 @@ func (d *decoder) unknownKey(k *yaml.Node, path, name string, fields []field, hi
 	if s := suggest(name, known); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	}
-	d.errorf(k, path, "%s", msg)
+	d.fail(k, join(path, name), ErrUnknownKey, "%s", msg)
 }
 
 // suggest returns the known key closest to name when it is close enough to

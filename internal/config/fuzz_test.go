@@ -29,15 +29,18 @@ func addFixtures(f *testing.F, dirs ...string) {
 func requireConfigError(t *testing.T, err error, source string) {
 	require.ErrorIs(t, err, ErrInvalid)
 	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
+	if _, one := err.(*Error); !one {
+		errs = err.(interface{ Unwrap() []error }).Unwrap() // errors.Join
 	}
 	for _, e := range errs {
 		var ce *Error
 		require.True(t, errors.As(e, &ce), "%T: %v", e, e)
 		require.Equal(t, source, ce.File)
 		require.GreaterOrEqual(t, ce.Line, 0)
-		require.NotEmpty(t, ce.Msg)
+		require.NotNil(t, ce.Err)
+		if ce.Kind == 0 {
+			require.Regexp(t, `^\d+ more errors not shown$`, ce.Err.Error())
+		}
 	}
 }
 
