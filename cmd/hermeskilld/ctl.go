@@ -15,11 +15,11 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/display"
 )
 
 // Exit statuses of the operator commands (ps, status, kill, estop, release,
@@ -114,8 +114,8 @@ func printPS(w io.Writer, agents []control.AgentInfo, now time.Time) {
 			note = fmt.Sprintf("%q", a.Status)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n",
-			clean(a.ID), clean(a.State), pidText(a.PID), uptime(a, now), ago(a.LastHeartbeatAt, now),
-			a.Progress, cost(a.CostUSD), a.Warnings, cut(clean(note), 60))
+			display.Clean(a.ID), display.Clean(a.State), pidText(a.PID), uptime(a, now), ago(a.LastHeartbeatAt, now),
+			a.Progress, cost(a.CostUSD), a.Warnings, display.Cut(display.Clean(note), 60))
 	}
 	tw.Flush()
 }
@@ -147,9 +147,9 @@ func newStatus() *cobra.Command {
 }
 
 func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
-	head := clean(st.ID) + "  " + clean(st.State)
+	head := display.Clean(st.ID) + "  " + display.Clean(st.State)
 	if st.Note != "" && st.Note != st.ConfigError { // a file that never parsed: its errors follow
-		head += "  (" + clean(st.Note) + ")"
+		head += "  (" + display.Clean(st.Note) + ")"
 	}
 	fmt.Fprintln(w, head)
 
@@ -187,7 +187,7 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 		// One line per error: a file has as many as it has mistakes.
 		fmt.Fprintln(w, "\nconfig error")
 		for _, line := range strings.Split(st.ConfigError, "\n") {
-			fmt.Fprintln(w, "  "+clean(line))
+			fmt.Fprintln(w, "  "+display.Clean(line))
 		}
 	}
 	if q := st.Quarantine; q != nil {
@@ -205,7 +205,7 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 	if len(st.Pending) > 0 {
 		fmt.Fprintln(w, "\npending")
 		for _, p := range st.Pending {
-			fmt.Fprintln(w, "  "+clean(p))
+			fmt.Fprintln(w, "  "+display.Clean(p))
 		}
 	}
 	if len(st.Symptoms) > 0 {
@@ -214,7 +214,7 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 		fmt.Fprintln(tw, "  TIME\tSEVERITY\tCHECK\tOBSERVED\tTHRESHOLD\tMESSAGE")
 		for _, s := range st.Symptoms {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", stampText(s.At), s.Severity, s.Check,
-				orDash(clean(s.Observed)), orDash(clean(s.Threshold)), clean(s.Message))
+				display.OrDash(display.Clean(s.Observed)), display.OrDash(display.Clean(s.Threshold)), display.Clean(s.Message))
 		}
 		tw.Flush()
 	}
@@ -242,7 +242,7 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 			}
 			kv("last tool", a.LastTool)
 			if a.Errors > 0 {
-				kv("errors", fmt.Sprintf("%d (streak %d), last: %s", a.Errors, a.ErrorStreak, clean(a.LastError)))
+				kv("errors", fmt.Sprintf("%d (streak %d), last: %s", a.Errors, a.ErrorStreak, display.Clean(a.LastError)))
 			}
 			s := r.Sample
 			fds := "-"
@@ -252,7 +252,7 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 			kv("tree", fmt.Sprintf("rss %s, cpu %.0f%%, tasks %d, fds %s", sizeText(s.RSSBytes), s.CPUPercent, s.Procs, fds))
 			kv("dump signal", a.DumpSignal)
 			if t := r.Trigger; t != nil {
-				kv("dying of", fmt.Sprintf("%s: %s", t.Check, clean(t.Message)))
+				kv("dying of", fmt.Sprintf("%s: %s", t.Check, display.Clean(t.Message)))
 			}
 		})
 	}
@@ -267,7 +267,7 @@ func section(w io.Writer, title string, fill func(kv func(k, v string))) {
 	tw := newTable(w)
 	fill(func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(tw, "  %s\t%s\n", k, clean(v))
+			fmt.Fprintf(tw, "  %s\t%s\n", k, display.Clean(v))
 		}
 	})
 	tw.Flush()
@@ -279,7 +279,7 @@ func mapSection(w io.Writer, title string, m map[string]string) {
 	}
 	section(w, title, func(kv func(k, v string)) {
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			kv(clean(k), m[k])
+			kv(display.Clean(k), m[k])
 		}
 	})
 }
@@ -382,45 +382,6 @@ func sizeText(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// cut shortens s to n runes, marking the cut.
-func cut(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
-
-// clean escapes control characters (and bidi controls) so that text an
-// agent chose (its id, STATUS, messages) prints as one inert line: no
-// terminal escape sequences, no forged table rows.
-func clean(s string) string {
-	if strings.IndexFunc(s, needsEscape) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if !needsEscape(r) {
-			b.WriteRune(r)
-			continue
-		}
-		q := strings.Trim(fmt.Sprintf("%+q", string(r)), `"`)
-		b.WriteString(q)
-	}
-	return b.String()
-}
-
-func needsEscape(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 }
 
 // interruptible is ctx, cancelled by SIGINT or SIGTERM too, for the

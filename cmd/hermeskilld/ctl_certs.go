@@ -17,6 +17,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/calibrate"
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/display"
 )
 
 // certsFlags are the flags of `certs` and its subcommands, and where they
@@ -178,16 +179,16 @@ func printCerts(w io.Writer, rows []certRow) {
 	fmt.Fprintln(tw, "TRIGGERED\tAGENT\tCHECK\tTYPE\tREACHED\tMODE\tSIGNED\tCERT\tREASON")
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Fprintf(tw, "-\t-\t?\t-\t-\t-\t-\t%s\tunreadable: %s\n", clean(filepath.Base(r.Path)), cut(clean(r.err.Error()), 80))
+			fmt.Fprintf(tw, "-\t-\t?\t-\t-\t-\t-\t%s\tunreadable: %s\n", display.Clean(filepath.Base(r.Path)), display.Cut(display.Clean(r.err.Error()), 80))
 			continue
 		}
 		signed := "no"
 		if r.Signed {
 			signed = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stampText(r.TriggeredAt), clean(r.AgentID),
-			clean(r.TriggerCheck), clean(r.TriggerType), orDash(clean(r.Reached)), clean(r.Mode), signed,
-			clean(r.CertID), cut(clean(r.Reason), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", stampText(r.TriggeredAt), display.Clean(r.AgentID),
+			display.Clean(r.TriggerCheck), display.Clean(r.TriggerType), display.OrDash(display.Clean(r.Reached)), display.Clean(r.Mode), signed,
+			display.Clean(r.CertID), display.Cut(display.Clean(r.Reason), 60))
 	}
 	tw.Flush()
 }
@@ -356,8 +357,8 @@ directory. ` + "`hermeskilld calibrate`" + ` turns the labels into precision per
 			if err := calibrate.AppendLabel(dir, l); err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
-			fmt.Fprintf(c.OutOrStdout(), "certificate %s (agent %s, %s) labelled %s in %s\n", clean(s.CertID),
-				clean(s.AgentID), clean(s.TriggerCheck), verdict, filepath.Join(dir, calibrate.LabelsFile))
+			fmt.Fprintf(c.OutOrStdout(), "certificate %s (agent %s, %s) labelled %s in %s\n", display.Clean(s.CertID),
+				display.Clean(s.AgentID), display.Clean(s.TriggerCheck), verdict, filepath.Join(dir, calibrate.LabelsFile))
 			return nil
 		},
 	}

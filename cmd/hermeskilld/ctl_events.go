@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/display"
 )
 
 func newEvents() *cobra.Command {
@@ -43,7 +44,7 @@ line.`,
 						_, werr = fmt.Fprintf(out, "%s\n", b)
 					}
 				} else {
-					_, werr = fmt.Fprintf(out, "%s %s %s %s\n", stampText(e.Time), clean(e.Type), orDash(clean(e.AgentID)), clean(e.Message))
+					_, werr = fmt.Fprintf(out, "%s %s %s %s\n", stampText(e.Time), display.Clean(e.Type), display.OrDash(display.Clean(e.AgentID)), display.Clean(e.Message))
 				}
 				if werr != nil {
 					cancel()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/display"
 )
 
 type killFlags struct {
@@ -150,7 +151,7 @@ func newRelease() *cobra.Command {
 			if estop {
 				fmt.Fprintln(c.OutOrStdout(), "e-stop released; agents start again")
 			} else {
-				fmt.Fprintf(c.OutOrStdout(), "agent %s released\n", clean(req.ID))
+				fmt.Fprintf(c.OutOrStdout(), "agent %s released\n", display.Clean(req.ID))
 			}
 			return nil
 		},
@@ -181,11 +182,11 @@ func waitError(err error, socket string) error {
 func printKills(out, errw io.Writer, res []control.KillResult, waited bool) error {
 	failed := 0
 	for _, r := range res {
-		id := clean(r.ID)
+		id := display.Clean(r.ID)
 		switch {
 		case r.Error != "":
 			failed++
-			fmt.Fprintf(errw, "hermeskilld: agent %s: %s\n", id, clean(r.Error))
+			fmt.Fprintf(errw, "hermeskilld: agent %s: %s\n", id, display.Clean(r.Error))
 		case !waited:
 			fmt.Fprintf(out, "agent %s: kill started\n", id)
 		default:
@@ -193,7 +194,7 @@ func printKills(out, errw io.Writer, res []control.KillResult, waited bool) erro
 			if where == "" {
 				where = "not written (see the daemon's log)"
 			}
-			fmt.Fprintf(out, "agent %s killed; escalation reached %s; certificate: %s\n", id, orDash(clean(r.Reached)), clean(where))
+			fmt.Fprintf(out, "agent %s killed; escalation reached %s; certificate: %s\n", id, display.OrDash(display.Clean(r.Reached)), display.Clean(where))
 		}
 	}
 	if failed > 0 {

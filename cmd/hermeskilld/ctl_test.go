@@ -552,8 +552,3 @@ func TestParseTimeOrAgo(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
-
-func TestClean(t *testing.T) {
-	assert.Equal(t, "plain ünïcode", clean("plain ünïcode"))
-	assert.Equal(t, `a\nb\tc\x1b[31m\u202e`, clean("a\nb\tc\x1b[31m\u202e"))
-}

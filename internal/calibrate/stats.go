@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/display"
 )
 
 // CheckStats is what `hermeskilld calibrate` reports for one check: how
@@ -171,7 +172,7 @@ func RenderTable(w io.Writer, stats []CheckStats) error {
 		if s.MedianTimeToDeath != nil {
 			ttd = s.MedianTimeToDeath.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", printable(s.Check), s.Kills, s.ShadowKills,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", display.Clean(s.Check), s.Kills, s.ShadowKills,
 			s.Labelled, s.TruePositives, s.FalsePositives, prec, ttd, reachedText(s.Reached))
 	}
 	return tw.Flush()
@@ -189,7 +190,7 @@ func reachedText(r map[string]int) string {
 	var other []string
 	for st, n := range r {
 		if n > 0 && !slices.Contains(stageOrder, st) {
-			other = append(other, printable(cmp.Or(st, `""`))+" "+strconv.Itoa(n))
+			other = append(other, display.Clean(cmp.Or(st, `""`))+" "+strconv.Itoa(n))
 		}
 	}
 	slices.Sort(other)
@@ -198,15 +199,4 @@ func reachedText(r map[string]int) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
-}
-
-// printable replaces control characters (a certificate is input: a planted
-// one must not drive the terminal) and tabs (they would break the table).
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, s)
 }

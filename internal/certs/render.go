@@ -11,7 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/hermeskill/hermeskilld/internal/display"
 )
 
 // TailLines is how many lines of each output stream Render shows.
@@ -66,10 +67,10 @@ func (r *renderer) table(flags uint, fn func(w io.Writer)) {
 
 func (r *renderer) headline() {
 	c := r.c
-	agent := orDash(clean(c.AgentID))
-	why := clean(c.TriggerCheck)
+	agent := display.OrDash(display.Clean(c.AgentID))
+	why := display.Clean(c.TriggerCheck)
 	if c.TriggerReason != "" {
-		why += ": " + clean(c.TriggerReason)
+		why += ": " + display.Clean(c.TriggerReason)
 	}
 	switch {
 	case c.Mode == ModeShadow:
@@ -79,11 +80,11 @@ func (r *renderer) headline() {
 	case c.TriggerType == TriggerManual:
 		by := "an operator"
 		if c.Operator != nil {
-			by = "operator " + clean(*c.Operator)
+			by = "operator " + display.Clean(*c.Operator)
 		}
-		reason := clean(c.TriggerReason)
+		reason := display.Clean(c.TriggerReason)
 		if c.OperatorReason != nil {
-			reason = clean(*c.OperatorReason)
+			reason = display.Clean(*c.OperatorReason)
 		}
 		r.printf("%s killed by %s (manual: %s)\n", agent, by, reason)
 	default:
@@ -95,7 +96,7 @@ func (r *renderer) headline() {
 		parts = append(parts, "at "+t.UTC().Format("2006-01-02 15:04:05.000 UTC"))
 	}
 	if c.Escalation.Reached != "" {
-		s := "escalation reached " + clean(c.Escalation.Reached)
+		s := "escalation reached " + display.Clean(c.Escalation.Reached)
 		if !c.TriggeredAt.IsZero() && !c.TerminatedAt.IsZero() {
 			s += " after " + dur(c.TerminatedAt.Sub(c.TriggeredAt))
 		}
@@ -116,33 +117,33 @@ func (r *renderer) headline() {
 func (r *renderer) identity() {
 	c := r.c
 	r.table(0, func(tw io.Writer) {
-		fmt.Fprintf(tw, "certificate\t%s  %s\n", orDash(clean(c.CertID)), clean(c.Schema))
-		agent := fmt.Sprintf("%s  pid %d  host %s  mode %s", orDash(clean(c.AgentID)), c.PID, orDash(clean(c.Host)), orDash(clean(c.Mode)))
+		fmt.Fprintf(tw, "certificate\t%s  %s\n", display.OrDash(display.Clean(c.CertID)), display.Clean(c.Schema))
+		agent := fmt.Sprintf("%s  pid %d  host %s  mode %s", display.OrDash(display.Clean(c.AgentID)), c.PID, display.OrDash(display.Clean(c.Host)), display.OrDash(display.Clean(c.Mode)))
 		if c.Containment != "" {
-			agent += "  containment " + clean(c.Containment)
+			agent += "  containment " + display.Clean(c.Containment)
 		}
 		fmt.Fprintf(tw, "agent\t%s\n", agent)
 		if len(c.Labels) > 0 {
 			var l []string
 			for _, k := range slices.Sorted(maps.Keys(c.Labels)) {
-				l = append(l, clean(k)+"="+clean(c.Labels[k]))
+				l = append(l, display.Clean(k)+"="+display.Clean(c.Labels[k]))
 			}
 			fmt.Fprintf(tw, "labels\t%s\n", strings.Join(l, " "))
 		}
-		fmt.Fprintf(tw, "command\t%s\n", orDash(commandLine(c.Command)))
+		fmt.Fprintf(tw, "command\t%s\n", display.OrDash(commandLine(c.Command)))
 		fmt.Fprintf(tw, "started\t%s\n", stamp(c.StartedAt))
-		fmt.Fprintf(tw, "triggered\t%s  %s %s\n", stamp(c.TriggeredAt), clean(c.TriggerType), clean(c.TriggerCheck))
+		fmt.Fprintf(tw, "triggered\t%s  %s %s\n", stamp(c.TriggeredAt), display.Clean(c.TriggerType), display.Clean(c.TriggerCheck))
 		fmt.Fprintf(tw, "terminated\t%s\n", stamp(c.TerminatedAt))
 		if c.Operator != nil || c.OperatorReason != nil {
-			op := orDash(cleanPtr(c.Operator))
+			op := display.OrDash(cleanPtr(c.Operator))
 			if c.OperatorReason != nil {
-				op += " (" + clean(*c.OperatorReason) + ")"
+				op += " (" + display.Clean(*c.OperatorReason) + ")"
 			}
 			fmt.Fprintf(tw, "operator\t%s\n", op)
 		}
-		fmt.Fprintf(tw, "exit\t%s\n", orDash(exitText(c.Exit)))
+		fmt.Fprintf(tw, "exit\t%s\n", display.OrDash(exitText(c.Exit)))
 		if a := c.AuditAnchor; a != nil {
-			fmt.Fprintf(tw, "audit log\tseq %d  sha256 %s\n", a.Seq, orDash(clean(a.SHA256)))
+			fmt.Fprintf(tw, "audit log\tseq %d  sha256 %s\n", a.Seq, display.OrDash(display.Clean(a.SHA256)))
 		}
 	})
 }
@@ -155,8 +156,8 @@ func (r *renderer) symptoms() {
 	r.table(0, func(tw io.Writer) {
 		fmt.Fprintf(tw, "  AT\tSEVERITY\tCHECK\tOBSERVED\tTHRESHOLD\tMESSAGE\n")
 		for _, s := range r.c.SymptomsLog {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.clock(s.At), clean(s.Severity), clean(s.Check),
-				orDash(clean(s.Observed)), orDash(clean(s.Threshold)), clean(s.Message))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.clock(s.At), display.Clean(s.Severity), display.Clean(s.Check),
+				display.OrDash(display.Clean(s.Observed)), display.OrDash(display.Clean(s.Threshold)), display.Clean(s.Message))
 		}
 	})
 }
@@ -164,14 +165,14 @@ func (r *renderer) symptoms() {
 func (r *renderer) shutdown() {
 	e := r.c.Escalation
 	r.printf("\nshutdown: reached %s (coop signal %s, coop grace %d ms, term grace %d ms)\n",
-		orDash(clean(e.Reached)), orDash(clean(e.CoopSignal)), e.CoopGraceMS, e.TermGraceMS)
+		display.OrDash(display.Clean(e.Reached)), display.OrDash(display.Clean(e.CoopSignal)), e.CoopGraceMS, e.TermGraceMS)
 	if len(r.c.ShutdownLog) == 0 {
 		return
 	}
 	r.table(0, func(tw io.Writer) {
 		fmt.Fprintf(tw, "  STEP\tAT\tMS\tDETAIL\n")
 		for _, s := range r.c.ShutdownLog {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", clean(s.Step), r.clock(s.At),
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", display.Clean(s.Step), r.clock(s.At),
 				strconv.FormatFloat(s.DurationMS, 'f', 2, 64), detailText(s.Detail))
 		}
 	})
@@ -181,11 +182,11 @@ func (r *renderer) finalState() {
 	f := r.c.FinalState
 	r.printf("\nfinal state\n")
 	r.table(0, func(tw io.Writer) {
-		fmt.Fprintf(tw, "  status\t%s\n", orDash(clean(f.Status)))
+		fmt.Fprintf(tw, "  status\t%s\n", display.OrDash(display.Clean(f.Status)))
 		fmt.Fprintf(tw, "  progress\t%d\n", f.Progress)
 		fmt.Fprintf(tw, "  tokens\t%d\n", f.Tokens)
 		fmt.Fprintf(tw, "  cost\t$%s\n", strconv.FormatFloat(f.CostUSD, 'f', -1, 64))
-		fmt.Fprintf(tw, "  last tool\t%s\n", orDash(clean(f.LastTool)))
+		fmt.Fprintf(tw, "  last tool\t%s\n", display.OrDash(display.Clean(f.LastTool)))
 		hb := "none"
 		if !f.LastHeartbeatAt.IsZero() {
 			hb = stamp(f.LastHeartbeatAt)
@@ -214,8 +215,8 @@ func (r *renderer) processTree() {
 	r.table(tabwriter.AlignRight, func(tw io.Writer) {
 		fmt.Fprintf(tw, "PID\tPPID\tS\tRSS\tCPU s\tTHREADS\tFDS\t  COMMAND\n")
 		for _, p := range r.c.ProcessTree {
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.2f\t%d\t%d\t  %s\n", p.PID, p.PPID, orDash(clean(p.State)),
-				bytesText(p.RSSBytes), p.CPUS, p.Threads, p.FDs, cut(clean(p.Cmdline), 100))
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.2f\t%d\t%d\t  %s\n", p.PID, p.PPID, display.OrDash(display.Clean(p.State)),
+				bytesText(p.RSSBytes), p.CPUS, p.Threads, p.FDs, display.Cut(display.Clean(p.Cmdline), 100))
 		}
 	})
 }
@@ -229,7 +230,7 @@ func (r *renderer) survivors() {
 	r.table(0, func(tw io.Writer) {
 		fmt.Fprintf(tw, "  PID\tS\tCOMMAND\n")
 		for _, s := range r.c.Survivors {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\n", s.PID, orDash(clean(s.State)), cut(clean(s.Cmdline), 100))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\n", s.PID, display.OrDash(display.Clean(s.State)), display.Cut(display.Clean(s.Cmdline), 100))
 		}
 	})
 }
@@ -242,7 +243,7 @@ func (r *renderer) output(name string, o *LastOutput, get func(*LastOutput) stri
 	shown := lines[max(0, len(lines)-TailLines):]
 	r.printf("\nlast %s (last %d of %d lines)\n", name, len(shown), len(lines))
 	for _, l := range shown {
-		r.printf("  | %s\n", cleanKeepTabs(l))
+		r.printf("  | %s\n", display.CleanKeepTabs(l))
 	}
 }
 
@@ -253,7 +254,7 @@ func (r *renderer) signature() {
 		return
 	}
 	r.printf("\nsignature: %s by key %s (not checked here: hermeskilld certs verify)\n",
-		orDash(clean(s.Alg)), orDash(clean(s.KeyID)))
+		display.OrDash(display.Clean(s.Alg)), display.OrDash(display.Clean(s.KeyID)))
 }
 
 // clock formats t as a time of day when it is on the trigger's UTC day, as a
@@ -282,7 +283,7 @@ func exitText(e Exit) string {
 	var s string
 	switch {
 	case e.Signal != nil:
-		s = "signal " + clean(*e.Signal)
+		s = "signal " + display.Clean(*e.Signal)
 	case e.Code != nil:
 		s = "exit code " + strconv.Itoa(*e.Code)
 	default:
@@ -309,9 +310,9 @@ func bytesText(n int64) string {
 func detailText(d map[string]any) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(d)) {
-		parts = append(parts, clean(k)+"="+clean(fmt.Sprint(d[k])))
+		parts = append(parts, display.Clean(k)+"="+display.Clean(fmt.Sprint(d[k])))
 	}
-	return cut(strings.Join(parts, " "), 80)
+	return display.Cut(strings.Join(parts, " "), 80)
 }
 
 // commandLine joins argv, single-quoting arguments a shell would split.
@@ -321,10 +322,10 @@ func commandLine(argv []string) string {
 		if a != "" && strings.IndexFunc(a, func(r rune) bool {
 			return !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_./=:,+@%", r))
 		}) < 0 {
-			q[i] = clean(a)
+			q[i] = display.Clean(a)
 			continue
 		}
-		q[i] = "'" + clean(strings.ReplaceAll(a, "'", `'\''`)) + "'"
+		q[i] = "'" + display.Clean(strings.ReplaceAll(a, "'", `'\''`)) + "'"
 	}
 	return strings.Join(q, " ")
 }
@@ -333,64 +334,5 @@ func cleanPtr(s *string) string {
 	if s == nil {
 		return ""
 	}
-	return clean(*s)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// cut shortens s to at most n runes, marking the cut.
-func cut(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
-}
-
-// clean escapes control characters, including tab and newline, so that s
-// prints as one inert line.
-func clean(s string) string { return escapeControls(s, false) }
-
-// cleanKeepTabs is clean for a line of output, where tabs are kept.
-func cleanKeepTabs(s string) string { return escapeControls(s, true) }
-
-func escapeControls(s string, keepTabs bool) string {
-	if strings.IndexFunc(s, func(r rune) bool { return needsEscape(r, keepTabs) }) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if !needsEscape(r, keepTabs) {
-			b.WriteRune(r)
-			continue
-		}
-		switch r {
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\x1b':
-			b.WriteString(`\e`)
-		default:
-			if r < 0x100 {
-				fmt.Fprintf(&b, `\x%02x`, r)
-			} else {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			}
-		}
-	}
-	return b.String()
-}
-
-func needsEscape(r rune, keepTabs bool) bool {
-	if r == '\t' {
-		return !keepTabs
-	}
-	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+	return display.Clean(*s)
 }

@@ -110,9 +110,9 @@ func TestRenderEscapesControls(t *testing.T) {
 	assert.NotContains(t, out, "\r")
 	assert.NotContains(t, out, "\u202e")
 	assert.NotContains(t, out, "\u009b")
-	assert.Contains(t, out, `evil\e[2J killed (heartbeat_timeout: line1\nline2\r)`)
+	assert.Contains(t, out, `evil\x1b[2J killed (heartbeat_timeout: line1\nline2\r)`)
 	assert.Contains(t, out, "  | ok\tcolumn\n", "tabs in output are kept")
-	assert.Contains(t, out, `  | \e]0;pwned\x07title`)
+	assert.Contains(t, out, `  | \x1b]0;pwned\atitle`)
 	assert.Contains(t, out, `  | \u202eevil`)
 }
 
