@@ -13,8 +13,10 @@ type Async struct {
 	ch      chan Event
 	onErr   func(error)
 	dropped atomic.Uint64
-	once    sync.Once
 	done    chan struct{}
+
+	mu     sync.RWMutex // Close against Append: no send on a closed channel
+	closed bool
 }
 
 // NewAsync starts the writer. queue bounds the events waiting to be
@@ -35,8 +37,15 @@ func (a *Async) run() {
 }
 
 // Append queues ev without blocking. It reports false, and counts the
-// event as dropped, when the queue is full (the disk is stuck).
+// event as dropped, when the queue is full (the disk is stuck) or the log
+// is closed (a late caller during a shutdown).
 func (a *Async) Append(ev Event) bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		a.dropped.Add(1)
+		return false
+	}
 	select {
 	case a.ch <- ev:
 		return true
@@ -53,10 +62,19 @@ func (a *Async) Head() (Head, bool) { return a.l.Head() }
 // Dropped is how many events were dropped because the queue was full.
 func (a *Async) Dropped() uint64 { return a.dropped.Load() }
 
-// Close writes what is queued, then closes the log. Append must not be
-// called after Close.
+// Close writes what is queued, then closes the log; later Appends are
+// dropped and counted. Calling it again returns the same.
 func (a *Async) Close() error {
-	a.once.Do(func() { close(a.ch) })
+	a.mu.Lock()
+	first := !a.closed
+	if first {
+		a.closed = true
+		close(a.ch)
+	}
+	a.mu.Unlock()
 	<-a.done
+	if !first {
+		return nil
+	}
 	return a.l.Close()
 }

@@ -50,3 +50,27 @@ func TestAsyncDropsWhenFull(t *testing.T) {
 	require.NoError(t, flock(other, unix.LOCK_UN))
 	require.NoError(t, a.Close())
 }
+
+// An Append that comes after Close (a control request still in flight
+// while the daemon shuts down) is dropped and counted, never a panic;
+// appends racing with Close are either written or counted.
+func TestAsyncAppendAfterClose(t *testing.T) {
+	l, err := Open(filepath.Join(t.TempDir(), "audit.jsonl"), Options{})
+	require.NoError(t, err)
+	a := NewAsync(l, 1024, nil)
+	done := make(chan int)
+	go func() {
+		ok := 0
+		for range 1000 {
+			if a.Append(Event{Type: TypeSymptom}) {
+				ok++
+			}
+		}
+		done <- ok
+	}()
+	require.NoError(t, a.Close())
+	ok := <-done
+	require.EqualValues(t, 1000-ok, a.Dropped())
+	require.False(t, a.Append(Event{Type: TypeSymptom}))
+	require.NoError(t, a.Close(), "a second Close is harmless")
+}
