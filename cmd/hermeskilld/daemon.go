@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 
@@ -59,19 +58,17 @@ listens and pings the watchdog from its main loop.`,
 			opts := daemon.Options{Config: cfg, ConfigPath: path, Version: versionString(), Log: lg}
 			m := newMetrics(cfg.Metrics.AgentLabelLimit)
 			opts.Metrics = m
-			var ob *outbox.Outbox
+			var link *outbox.Link
 			if cp := cfg.ControlPlane; cp != nil {
-				ob, err = outbox.Open(outbox.Options{URL: cp.URL, TokenFile: cp.TokenFile,
-					Dir: filepath.Join(cfg.StateDir, "outbox"), Timeout: cp.Timeout, MaxItems: cp.MaxOutbox,
-					Log: lg.Named("outbox"), OnStats: func(s outbox.Stats) {
-						m.SetOutbox(s.Pending, s.Parked, s.Delivered, s.Failures)
-						m.SetOutboxRejected(s.Rejected)
-					}})
+				link, err = outbox.FromConfig(cp, cfg.StateDir, lg, func(s outbox.Stats) {
+					m.SetOutbox(s.Pending, s.Parked, s.Delivered, s.Failures)
+					m.SetOutboxRejected(s.Rejected)
+				})
 				if err != nil {
-					return &exitError{code: exitUsage, err: fmt.Errorf("control_plane: %w", err)}
+					return &exitError{code: exitUsage, err: err}
 				}
-				defer ob.Close()
-				opts.Outbox = ob // only when set: a nil *Outbox in the interface is not nil
+				defer link.Close()
+				opts.Outbox = link.Outbox // only when set: a nil *Outbox in the interface is not nil
 			}
 			d, err := daemon.New(opts)
 			if err != nil {
@@ -85,11 +82,15 @@ listens and pings the watchdog from its main loop.`,
 					}
 				}()
 			}
-			if ob != nil {
-				go ob.Run(ctx)
-				if err := pollDirectives(ctx, cfg, d, lg); err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
+			if link != nil {
+				go func() {
+					if err := link.Run(ctx, d.AgentIDs, func(ctx context.Context, id, reason, op string) error {
+						_, err := d.Kill(ctx, control.KillRequest{ID: id, Reason: reason, Operator: op})
+						return err
+					}); err != nil {
+						lg.Error("control plane", zap.Error(err))
+					}
+				}()
 			}
 			if err := d.Run(ctx); err != nil {
 				lg.Error("daemon", zap.Error(err))
@@ -111,39 +112,6 @@ func newMetrics(limit int) *metrics.Metrics {
 		limit = -1
 	}
 	return metrics.New(metrics.Options{AgentLabelLimit: limit})
-}
-
-// pollDirectives asks the control plane for kill directives about our
-// agents: a fleet operator can kill an agent from there; the certificate
-// names them as operator.
-func pollDirectives(ctx context.Context, cfg *config.Daemon, d *daemon.Daemon, lg *zap.Logger) error {
-	cp := cfg.ControlPlane
-	if cp.PollInterval <= 0 {
-		return nil
-	}
-	p, err := outbox.NewPoller(outbox.PollerOptions{URL: cp.URL, TokenFile: cp.TokenFile,
-		Dir: filepath.Join(cfg.StateDir, "outbox"), Interval: cp.PollInterval, Timeout: cp.Timeout,
-		Log: lg.Named("directives"), Agents: d.AgentIDs,
-		Handle: func(id string, dv outbox.Directive) {
-			reason := dv.Reason
-			if reason == "" {
-				reason = "control plane directive " + dv.ID
-			}
-			op := "control-plane"
-			if dv.Operator != "" {
-				op = "control-plane:" + dv.Operator
-			}
-			go func() {
-				if _, err := d.Kill(context.Background(), control.KillRequest{ID: id, Reason: reason, Operator: op}); err != nil {
-					lg.Error("control plane directive not applied", zap.String("agent", id), zap.String("directive", dv.ID), zap.Error(err))
-				}
-			}()
-		}})
-	if err != nil {
-		return fmt.Errorf("control_plane: %w", err)
-	}
-	go p.Run(ctx)
-	return nil
 }
 
 func newCheckConfig() *cobra.Command {
