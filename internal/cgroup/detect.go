@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/procfs"
 )
 
 // Options adjusts Detect. The zero value detects everything.
@@ -240,15 +242,11 @@ func (m *Manager) enableControllers() {
 // selfStart is our own start time (0 when unreadable: our groups then
 // fall back to the name check of ownerAlive).
 func selfStart(procRoot string) uint64 {
-	data, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(os.Getpid()), "stat"))
+	st, err := procfs.FS{Root: procRoot}.Stat(os.Getpid())
 	if err != nil {
 		return 0
 	}
-	start, err := parseStatStart(data)
-	if err != nil {
-		return 0
-	}
-	return start
+	return st.StartTimeTicks
 }
 
 // selfPIDNS is the inode of our PID namespace (/proc/self/ns/pid reads

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/procfs"
 )
 
 // treeSize is the process count of the escape-attempt tree.
@@ -57,10 +59,8 @@ func TestKillTree(t *testing.T) {
 			requireKilled(t, top)
 			for _, pid := range pids {
 				// Gone, or a zombie waiting for its new parent to reap it.
-				if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
-					s, err := parseStatState(st)
-					require.NoError(t, err)
-					assert.Contains(t, "ZX", string(s), "pid %d", pid)
+				if st, err := procfs.Default().Stat(pid); err == nil {
+					assert.Contains(t, "ZX", string(st.State), "pid %d", pid)
 				}
 			}
 			require.NoError(t, g.Remove())

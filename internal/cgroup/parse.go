@@ -163,17 +163,6 @@ func appendPIDs(dst []int, data []byte) ([]int, error) {
 	return dst, nil
 }
 
-// parseStatState returns the state letter of a /proc/PID/stat file. The
-// comm field (2) is in parentheses and may itself contain ") ", so the
-// state is read after the last ')' (proc(5)).
-func parseStatState(data []byte) (byte, error) {
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 || i+2 >= len(data) {
-		return 0, fmt.Errorf("stat: malformed %q", data)
-	}
-	return data[i+2], nil
-}
-
 // maxIDLen bounds the agent id part of a cgroup name; the whole name must
 // stay under NAME_MAX (255).
 const maxIDLen = 64
@@ -257,22 +246,6 @@ func parseGroupName(name string) (groupOwner, bool) {
 		}
 	}
 	return o, true
-}
-
-// parseStatStart returns the start time (field 22, in clock ticks since
-// boot) of a /proc/PID/stat file: with the pid, the identity of a
-// process, safe against pid reuse.
-func parseStatStart(data []byte) (uint64, error) {
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("stat: malformed %q", data)
-	}
-	f := strings.Fields(string(data[i+1:]))
-	// After the comm come state (3) … starttime (22): index 19 here.
-	if len(f) < 20 {
-		return 0, fmt.Errorf("stat: malformed %q", data)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }
 
 func cutLast(s string, sep byte) (before, after string, ok bool) {

@@ -178,22 +178,6 @@ func TestAppendPIDs(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestParseStatStart(t *testing.T) {
-	start, err := parseStatStart([]byte("42 (a) b) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10 18446744073709551615"))
-	require.NoError(t, err)
-	assert.Equal(t, uint64(123456), start)
-	_, err = parseStatStart([]byte("42 (x) S 1"))
-	assert.Error(t, err)
-}
-
-func TestParseStatState(t *testing.T) {
-	s, err := parseStatState([]byte("42 (a) b) Z 1 42 42 0 -1"))
-	require.NoError(t, err)
-	assert.Equal(t, byte('Z'), s)
-	_, err = parseStatState([]byte("42 (trunc"))
-	assert.Error(t, err)
-}
-
 func TestGroupNames(t *testing.T) {
 	tests := []struct{ id, want string }{
 		{"research-bot", "research-bot"},

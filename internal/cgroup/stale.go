@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/procfs"
 )
 
 // staleWait bounds the wait for a stale group to empty after Kill.
@@ -82,18 +84,14 @@ func (m *Manager) ownerAlive(o groupOwner) bool {
 	if pid == m.pid && (start == 0 || start == m.start) {
 		return true
 	}
-	dir := filepath.Join(m.procRoot, strconv.Itoa(pid))
-	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
-	if err != nil {
-		return false
-	}
-	if state, err := parseStatState(stat); err != nil || state == 'Z' || state == 'X' {
+	st, err := procfs.FS{Root: m.procRoot}.Stat(pid)
+	if err != nil || st.State == 'Z' || st.State == 'X' {
 		return false
 	}
 	if start != 0 {
-		got, err := parseStatStart(stat)
-		return err == nil && got == start
+		return st.StartTimeTicks == start
 	}
+	dir := filepath.Join(m.procRoot, strconv.Itoa(pid))
 	if comm, err := os.ReadFile(filepath.Join(dir, "comm")); err == nil {
 		if m.isOwner(strings.TrimSuffix(string(comm), "\n"), true) {
 			return true

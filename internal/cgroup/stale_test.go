@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hermeskill/hermeskilld/internal/procfs"
 )
 
 func TestCleanupStale(t *testing.T) {
@@ -32,10 +34,9 @@ func TestCleanupStale(t *testing.T) {
 	// owner died.
 	reused := filepath.Join(m.Base(), "reused.1-1.1")
 	// pid 1 with its real start time: alive whatever its name.
-	stat1, err := os.ReadFile("/proc/1/stat")
+	stat1, err := procfs.Default().Stat(1)
 	require.NoError(t, err)
-	start1, err := parseStatStart(stat1)
-	require.NoError(t, err)
+	start1 := stat1.StartTimeTicks
 	init := filepath.Join(m.Base(), "init.1-"+strconv.FormatUint(start1, 10)+".1")
 	// A dead pid of another PID namespace: not ours to judge.
 	foreign := filepath.Join(m.Base(), "foreign."+strconv.Itoa(dead)+"-1-"+strconv.FormatUint(m.pidns+1, 10)+".1")

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermeskill/hermeskilld/internal/procfs"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 )
 
@@ -279,13 +280,8 @@ func Start(t testing.TB, rt *procsup.Runtime, mode string, spec procsup.Spec, ar
 
 // Alive reports whether pid exists and is not a zombie.
 func Alive(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+	st, err := procfs.Default().Stat(pid)
+	return err == nil && st.State != 'Z'
 }
 
 // Exists reports whether pid has a /proc entry at all (zombies included).
