@@ -123,21 +123,47 @@ func parseProcCgroup(data []byte) (string, error) {
 // memory.events.
 func parseFlatKeyed(data []byte) (map[string]uint64, error) {
 	kv := make(map[string]uint64, 8)
+	if err := eachFlatKeyed(data, func(k []byte, v uint64) { kv[string(k)] = v }); err != nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+// eachFlatKeyed calls fn for every key and value of a flat keyed file, in
+// order, without allocating; it stops at the first malformed line.
+func eachFlatKeyed(data []byte, fn func(key []byte, val uint64)) error {
 	for line := range bytes.Lines(data) {
 		k, v, ok := bytes.Cut(bytes.TrimSpace(line), []byte(" "))
 		if !ok {
 			if len(bytes.TrimSpace(line)) == 0 {
 				continue
 			}
-			return nil, fmt.Errorf("flat keyed line %q has no value", line)
+			return fmt.Errorf("flat keyed line %q has no value", line)
 		}
 		n, err := strconv.ParseUint(string(v), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("flat keyed %q: %w", k, err)
+			return fmt.Errorf("flat keyed %q: %w", k, err)
 		}
-		kv[string(k)] = n
+		fn(k, n)
 	}
-	return kv, nil
+	return nil
+}
+
+// parseCPUStat returns user_usec and system_usec of a cpu.stat file
+// (cgroup-v2.rst "cpu.stat": flat keyed, usage_usec, user_usec,
+// system_usec, and more with the cpu controller); ok is false when one is
+// missing or the file is malformed.
+func parseCPUStat(data []byte) (userUsec, sysUsec uint64, ok bool) {
+	var haveUser, haveSys bool
+	err := eachFlatKeyed(data, func(k []byte, v uint64) {
+		switch string(k) {
+		case "user_usec":
+			userUsec, haveUser = v, true
+		case "system_usec":
+			sysUsec, haveSys = v, true
+		}
+	})
+	return userUsec, sysUsec, err == nil && haveUser && haveSys
 }
 
 // parseSingleValue parses a "single value" file such as memory.current.

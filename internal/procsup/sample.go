@@ -1,60 +1,37 @@
 package procsup
 
 import (
-	"bufio"
-	"bytes"
-	"os"
-	"path/filepath"
-	"strconv"
 	"time"
 
+	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
 )
 
 // sampling is what the tree keeps open between samples: the kernel checks
-// read the same few files once a second for every agent, and on a host of
-// a thousand agents an open/read/close per file is most of the daemon's
-// CPU. Held files are re-read with pread(2) at offset 0 (cgroupfs and
-// procfs regenerate their content on every read from the start). Owned
-// by the goroutine that samples (the agent's supervisor loop).
+// read the same few files once a second for every agent, so procfs's and
+// cgroup's samplers hold them open and re-read them. Owned by the
+// goroutine that samples (the agent's supervisor loop).
 type sampling struct {
-	procs   *procfs.Sampler
-	cgProcs *os.File // the cgroup's own cgroup.procs
-	cpuStat *os.File // the cgroup's cpu.stat
-	buf     []byte
+	procs *procfs.Sampler
+	cg    *cgroup.Sampler // the tree's cgroup, when it has one
+	pids  []int
 }
 
 func (s *sampling) close() {
 	if s.procs != nil {
 		s.procs.Close()
 	}
-	for _, f := range []*os.File{s.cgProcs, s.cpuStat} {
-		if f != nil {
-			f.Close()
-		}
+	if s.cg != nil {
+		s.cg.Close()
 	}
 }
 
-// read re-reads a held file (opened on first use) into the buffer.
-func (s *sampling) read(f **os.File, path string) ([]byte, error) {
-	if *f == nil {
-		h, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		*f = h
+// cgroupSampler returns the sampler of the tree's cgroup, made on first use.
+func (t *Tree) cgroupSampler() *cgroup.Sampler {
+	if t.sample.cg == nil {
+		t.sample.cg = t.cg.NewSampler()
 	}
-	if s.buf == nil {
-		s.buf = make([]byte, 1<<10) // grows when a tree needs it
-	}
-	n, err := (*f).ReadAt(s.buf, 0)
-	if n == len(s.buf) {
-		s.buf = make([]byte, 2*len(s.buf)) // a bigger tree: read again next time
-	}
-	if n > 0 {
-		return s.buf[:n], nil
-	}
-	return nil, err
+	return t.sample.cg
 }
 
 // Usage measures the tree for the kernel checks: processes+threads, RSS,
@@ -65,71 +42,29 @@ func (t *Tree) Usage(withFDs bool) (procfs.Usage, error) {
 		s.procs = t.fs.NewSampler(0)
 	}
 	var pids []int
+	var err error
 	if t.cg != nil {
 		// The cgroup's own member list: agents cannot create cgroups
 		// below theirs (not delegated), so there is nothing to walk.
-		data, err := s.read(&s.cgProcs, filepath.Join(t.cg.Path(), "cgroup.procs"))
-		if err != nil {
+		if s.pids, err = t.cgroupSampler().PIDs(s.pids); err != nil {
 			return procfs.Usage{}, err
 		}
-		pids = parsePIDs(data)
-	} else {
-		var err error
-		if pids, err = t.PIDs(); err != nil {
-			return procfs.Usage{}, err
-		}
+		pids = s.pids
+	} else if pids, err = t.PIDs(); err != nil {
+		return procfs.Usage{}, err
 	}
 	return s.procs.Usage(pids, withFDs)
 }
 
-func parsePIDs(data []byte) []int {
-	pids := make([]int, 0, 8)
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		if pid, err := strconv.Atoi(string(line)); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// CPUTime is the tree's CPU time from its cgroup's cpu.stat, which cgroup
-// v2 keeps even without the cpu controller (cgroup-v2.rst "cpu.stat ...
-// usage_usec, user_usec, system_usec"). It counts processes that already
-// exited, unlike a sum over /proc. ok is false without a cgroup. Call it
-// from the goroutine that samples.
+// CPUTime is the tree's CPU time from its cgroup (see
+// cgroup.Sampler.CPUTime): it counts processes that already exited,
+// unlike a sum over /proc. ok is false without a cgroup. Call it from the
+// goroutine that samples.
 func (t *Tree) CPUTime() (user, sys time.Duration, ok bool) {
 	if t.cg == nil {
 		return 0, 0, false
 	}
-	data, err := t.sample.read(&t.sample.cpuStat, filepath.Join(t.cg.Path(), "cpu.stat"))
-	if err != nil {
-		return 0, 0, false
-	}
-	var haveUser, haveSys bool
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		k, v, found := bytes.Cut(sc.Bytes(), []byte(" "))
-		if !found {
-			continue
-		}
-		n, err := strconv.ParseUint(string(v), 10, 64)
-		if err != nil {
-			continue
-		}
-		switch string(k) {
-		case "user_usec":
-			user, haveUser = time.Duration(n)*time.Microsecond, true
-		case "system_usec":
-			sys, haveSys = time.Duration(n)*time.Microsecond, true
-		}
-	}
-	return user, sys, haveUser && haveSys
+	return t.cgroupSampler().CPUTime()
 }
 
 // MemoryCurrent is the cgroup's memory.current, when the memory controller
