@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/atomicfile"
 )
 
 // Event types written by hermeskilld. Append accepts any non-empty type.
@@ -311,18 +313,10 @@ func openCreate(path string, flags int) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
 		return nil, errors.Join(err, f.Close())
 	}
 	return f, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }
 
 // next returns rec as the line that follows l's last line.

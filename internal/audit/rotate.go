@@ -2,10 +2,11 @@ package audit
 
 import (
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
+
+	"github.com/hermeskill/hermeskilld/internal/atomicfile"
+	"github.com/hermeskill/hermeskilld/internal/rotlog"
 )
 
 // rotatedData is the data of a TypeRotated line. PreviousFile is the old file's name when it
@@ -15,7 +16,7 @@ type rotatedData struct {
 }
 
 // rotated is the name of the n-th newest rotated file.
-func (l *Log) rotated(n int) string { return l.path + "." + strconv.Itoa(n) }
+func (l *Log) rotated(n int) string { return rotlog.Name(l.path, n) }
 
 // rotate moves the file aside (FILE → FILE.1, older ones up by one, the one past Keep
 // replaced) and starts a new FILE whose first line, of type "rotated", links to the old file's
@@ -26,13 +27,7 @@ func (l *Log) rotate() error {
 	if err := l.f.Sync(); err != nil {
 		return err
 	}
-	for n := max(l.opts.Keep, 1) - 1; n >= 1; n-- {
-		err := os.Rename(l.rotated(n), l.rotated(n+1))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	if err := os.Rename(l.path, l.rotated(1)); err != nil {
+	if err := rotlog.Shift(l.path, l.opts.Keep); err != nil {
 		return err
 	}
 	l.f.Close() // synced above and only read from here on
@@ -59,5 +54,5 @@ func (l *Log) rotate() error {
 	if err := l.write(line, true); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(l.path))
+	return atomicfile.SyncDir(filepath.Dir(l.path))
 }

@@ -3,11 +3,16 @@
 // FILE.2, …, up to keep files) and a new FILE is started. Writes never
 // fail because of rotation: a failed rename keeps appending to the
 // current file.
+//
+// Shift and Name are that numbering on their own, for the other rotated
+// files of hermeskilld (the audit log).
 package rotlog
 
 import (
-	"fmt"
+	"errors"
+	"io/fs"
 	"os"
+	"strconv"
 	"sync"
 )
 
@@ -63,10 +68,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 
 // rotate shifts the files; on any failure it keeps the current file.
 func (w *Writer) rotate() {
-	for i := w.keep - 1; i >= 1; i-- {
-		_ = os.Rename(fmt.Sprintf("%s.%d", w.path, i), fmt.Sprintf("%s.%d", w.path, i+1))
-	}
-	if err := os.Rename(w.path, w.path+".1"); err != nil {
+	if err := Shift(w.path, w.keep); err != nil {
 		return
 	}
 	old := w.f
@@ -87,4 +89,23 @@ func (w *Writer) Close() error {
 	err := w.f.Close()
 	w.f = nil
 	return err
+}
+
+// Name is the n-th newest rotated file of path: path.n.
+func Name(path string, n int) string { return path + "." + strconv.Itoa(n) }
+
+// Shift moves path aside as Name(path, 1), after moving each older
+// rotated file up by one, oldest first, so that keep of them are left
+// (keep < 1 counts as 1): the one at Name(path, keep) is replaced. A
+// rotated file that does not exist is skipped. It stops at the first
+// rename that fails, and then path has not moved; the caller keeps using
+// it. Errors: the *os.LinkError of that rename.
+func Shift(path string, keep int) error {
+	for n := max(keep, 1) - 1; n >= 1; n-- {
+		err := os.Rename(Name(path, n), Name(path, n+1))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return os.Rename(path, Name(path, 1))
 }
