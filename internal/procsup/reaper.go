@@ -25,10 +25,11 @@ type reaper struct {
 	orphans atomic.Uint64
 	onReap  func(pid int, ws unix.WaitStatus)
 
-	sigs chan os.Signal
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	sigs      chan os.Signal
+	kick      chan struct{}
+	stop      chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
 }
 
 func newReaper(onReap func(int, unix.WaitStatus)) *reaper {
@@ -46,8 +47,10 @@ func newReaper(onReap func(int, unix.WaitStatus)) *reaper {
 }
 
 func (r *reaper) close() {
-	signal.Stop(r.sigs)
-	close(r.stop)
+	r.closeOnce.Do(func() {
+		signal.Stop(r.sigs)
+		close(r.stop)
+	})
 	<-r.done
 }
 

@@ -47,7 +47,8 @@ func NewRuntime(opts Options) (*Runtime, error) {
 		fs: procfs.Default(), helpers: make(map[int]bool)}, nil
 }
 
-// Close stops the reaper. Children still running are not touched.
+// Close stops the reaper (once; later calls return at once). Children
+// still running are not touched.
 func (rt *Runtime) Close() { rt.reaper.close() }
 
 // IsPID1 reports whether we are a PID namespace's init.
