@@ -62,7 +62,10 @@ type Daemon struct {
 
 	certsDir, logsDir, socketsDir, estopFile string
 
+	// starter starts one run of an agent: startRun, a fake in tests.
+	starter  func(s *slot, a *config.Agent) (agentRun, error)
 	stopping chan struct{} // closed when shutdown begins
+	tasks    sync.WaitGroup // e-stops and other work started on the side
 
 	mu      sync.Mutex
 	cfg     *config.Daemon
@@ -75,6 +78,23 @@ type Daemon struct {
 // New prepares the daemon: directories, containment, keys, audit log and
 // the persisted quarantine. Nothing is started yet.
 func New(o Options) (*Daemon, error) {
+	d, err := newDaemon(o)
+	if err != nil {
+		return nil, err
+	}
+	if d.cgm, err = containment(d.cfg.Containment, d.log); err != nil {
+		return nil, err
+	}
+	if d.rt, err = procsup.NewRuntime(procsup.Options{PollWait: true}); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// newDaemon is New without what touches processes (containment, the
+// runtime): directories, the persisted quarantine, keys, the audit log.
+// The daemon's tests start agents through a fake starter.
+func newDaemon(o Options) (*Daemon, error) {
 	cfg := o.Config
 	d := &Daemon{
 		o: o, log: o.Log, cfg: cfg, started: time.Now(),
@@ -86,6 +106,7 @@ func New(o Options) (*Daemon, error) {
 		estopFile:  cfg.EstopFile,
 		bus:        newBus(),
 	}
+	d.starter = d.startRun
 	if err := d.prepareAgentsDir(); err != nil {
 		return nil, err
 	}
@@ -110,9 +131,6 @@ func New(o Options) (*Daemon, error) {
 			return nil, fmt.Errorf("signing_key: %w", err)
 		}
 	}
-	if d.cgm, err = containment(cfg.Containment, d.log); err != nil {
-		return nil, err
-	}
 	ao := audit.Options{MaxBytes: cfg.Audit.MaxBytes, Keep: cfg.Audit.Keep}
 	if d.signer != nil {
 		ao.Signer = d.signer
@@ -126,9 +144,6 @@ func New(o Options) (*Daemon, error) {
 		Metrics: o.Metrics, Outbox: o.Outbox, Log: d.log, Stream: d.streamEvent,
 	}
 	supervisor.RecoverCerts(d.certsDir, d.log)
-	if d.rt, err = procsup.NewRuntime(procsup.Options{PollWait: true}); err != nil {
-		return nil, err
-	}
 	d.systemd, _ = client.FromEnv() // our own supervisor (systemd); a no-op without one
 	return d, nil
 }
@@ -166,9 +181,21 @@ func (d *Daemon) ControlSocket() string { return filepath.Join(d.cfg.RuntimeDir,
 // CertsDir is where certificates are written.
 func (d *Daemon) CertsDir() string { return d.certsDir }
 
+// Service is work the daemon runs for its whole life beside its agents
+// (the outbox's delivery, the control plane's directive poller, the
+// metrics endpoint). Run returns when ctx ends; an error it returns before
+// that is logged.
+type Service struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
 // Run runs until ctx is cancelled or SIGTERM/SIGINT arrives, then stops
 // every agent through the ladder (operator daemon-shutdown) and returns.
-func (d *Daemon) Run(ctx context.Context) error {
+// It owns every goroutine it starts: the control server, the services,
+// the agents' slots and e-stops; each is stopped and waited for in
+// shutdown, in reverse order of dependency.
+func (d *Daemon) Run(ctx context.Context, services ...Service) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -180,24 +207,39 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := srv.Listen(); err != nil {
 		return err
 	}
-	srvCtx, srvCancel := context.WithCancel(context.Background())
 	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(srvCtx) }()
-	defer func() { srvCancel(); srv.Close(); <-srvErr }()
+	go func() { srvErr <- srv.Serve(context.Background()) }()
+	stopServer := func() error { _ = srv.Close(); return <-srvErr }
 
 	// Before any agent starts: should the daemon die, even by SIGKILL,
 	// the keeper kills every process of every agent.
 	kp, err := keeper.Start(keeper.Options{Runtime: d.rt, Cgroups: d.cgm, Log: d.log})
 	if err != nil {
+		_ = stopServer()
 		return err
 	}
 	d.kp = kp
 	w, err := d.watch()
 	if err != nil {
 		_ = kp.Close()
+		_ = stopServer()
 		return err
 	}
 	defer w.Close()
+
+	svcCtx, stopServices := context.WithCancel(context.Background())
+	var svcs sync.WaitGroup
+	for _, sv := range services {
+		svcs.Go(func() {
+			if err := sv.Run(svcCtx); err != nil && svcCtx.Err() == nil {
+				d.log.Error("service stopped", zap.String("service", sv.Name), zap.Error(err))
+			}
+		})
+	}
+	stop := func(why string) error {
+		return d.shutdown(why, stopServer, func() { stopServices(); svcs.Wait() })
+	}
+
 	if _, err := os.Stat(d.estopFile); err == nil {
 		d.estopFromFile()
 	}
@@ -216,13 +258,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return d.shutdown("context cancelled")
+			return stop("context cancelled")
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
 				d.reload()
 				continue
 			}
-			return d.shutdown(config.SignalName(s.(syscall.Signal)))
+			return stop(config.SignalName(s.(syscall.Signal)))
 		case ev := <-w.events:
 			d.fileEvent(w, ev)
 		case err := <-w.errors:
@@ -231,13 +273,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.applySettled(w)
 		case <-watchdog.C:
 			// From the main loop on purpose: a wedged daemon stops pinging
-			// and systemd restarts it (WatchdogSec=).
+			// and systemd restarts it (WatchdogSec=). Nothing here waits
+			// on an agent: statuses are published snapshots.
 			d.systemd.Beat()
 		case <-status.C:
 			d.notifyStatus()
 		case err := <-srvErr:
+			srvErr <- err // for stopServer
 			d.log.Error("control server stopped", zap.Error(err))
-			return d.shutdown("control server failed")
+			return stop("control server failed")
 		}
 	}
 }
@@ -254,13 +298,21 @@ func (d *Daemon) watchdogTicker() *time.Ticker {
 	return time.NewTicker(usec / 2)
 }
 
-// shutdown stops every agent in parallel through the ladder, then the
-// records.
-func (d *Daemon) shutdown(why string) error {
+// shutdown stops what the daemon runs in reverse order of dependency:
+// the control server (no new operator request; one still running gets
+// its grace), the services (no new directive from the control plane), the
+// agents in parallel through their ladders and what they started (e-stop
+// kills), the keeper, and last the audit log, which everything before may
+// still write to. (The event stream ends with the control server.)
+func (d *Daemon) shutdown(why string, stopServer func() error, stopServices func()) error {
 	d.log.Info("daemon stopping: every agent goes through the ladder", zap.String("why", why))
 	d.systemd.Stopping()
 	d.systemd.Status("stopping agents")
 	close(d.stopping)
+	if err := stopServer(); err != nil {
+		d.log.Warn("control server", zap.Error(err))
+	}
+	stopServices()
 	d.mu.Lock()
 	slots := make([]*slot, 0, len(d.slots))
 	for _, s := range d.slots {
@@ -273,6 +325,7 @@ func (d *Daemon) shutdown(why string) error {
 	for _, s := range slots {
 		<-s.done
 	}
+	d.tasks.Wait()
 	if err := d.kp.Close(); err != nil {
 		d.log.Warn("keeper", zap.Error(err))
 	}
@@ -282,8 +335,26 @@ func (d *Daemon) shutdown(why string) error {
 	return err
 }
 
+// goTask runs fn on a goroutine the daemon waits for in its shutdown.
+func (d *Daemon) goTask(fn func()) {
+	d.tasks.Go(fn)
+}
+
+// agentRun is one supervised run as the daemon drives it: a
+// *supervisor.Run, or a fake in the daemon's tests.
+type agentRun interface {
+	Done() <-chan struct{}
+	Wait() supervisor.Outcome
+	Kill(operator, reason string)
+	Reconfigure(a *config.Agent)
+	Status() supervisor.Status
+	PID() int
+}
+
+var _ agentRun = (*supervisor.Run)(nil)
+
 // startRun starts one run of agent a.
-func (d *Daemon) startRun(s *slot, a *config.Agent) (*supervisor.Run, error) {
+func (d *Daemon) startRun(s *slot, a *config.Agent) (agentRun, error) {
 	cred, err := credential(a.User)
 	if err != nil {
 		return nil, err

@@ -31,7 +31,7 @@ func (d *Daemon) estop(ctx context.Context, reason, operator string, wait bool) 
 
 // estopFromFile is the e-stop triggered by creating estop_file.
 func (d *Daemon) estopFromFile() {
-	go d.estop(context.Background(), "e-stop file "+d.estopFile+" created", "estop-file", false)
+	d.goTask(func() { d.estop(context.Background(), "e-stop file "+d.estopFile+" created", "estop-file", false) })
 }
 
 // killAll kills slots in parallel: the whole cohort takes about one

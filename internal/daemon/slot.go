@@ -38,10 +38,9 @@ type slot struct {
 	next      *config.Agent // takes effect at the next start
 	pending   []string      // what changes at the next start
 	configErr string        // the file is invalid; cfg is the last good one
-	run       *supervisor.Run
+	run       agentRun
 	started   time.Time
-	restarts  []time.Time // restarts inside the crash-loop window
-	failures  int         // consecutive restarts, for the backoff
+	restarts  restarts // for the backoff and the crash-loop limit
 	retryAt   time.Time
 	failed    string // crash-loop: why it is left down
 	exited    bool   // exited and the policy does not restart it
@@ -136,14 +135,14 @@ func (s *slot) blockedLocked() string {
 
 // start starts one run; on failure to start it schedules a retry as the
 // restart policy says and returns nil.
-func (s *slot) start() *supervisor.Run {
+func (s *slot) start() agentRun {
 	s.mu.Lock()
 	if s.next != nil {
 		s.cfg, s.next, s.pending = s.next, nil, nil
 	}
 	a := s.cfg
 	s.mu.Unlock()
-	r, err := s.d.startRun(s, a)
+	r, err := s.d.starter(s, a)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -151,7 +150,7 @@ func (s *slot) start() *supervisor.Run {
 		s.log.Error("agent failed to start", zap.Error(err))
 		var se *procsup.StartError
 		if errors.As(err, &se) || a.Restart.Policy != config.RestartNever {
-			s.scheduleLocked(a, 0, true)
+			s.scheduleLocked(a, 0)
 		} else {
 			s.exited = true
 		}
@@ -190,10 +189,10 @@ func (s *slot) ended(out supervisor.Outcome) {
 		}
 		note = "quarantined: " + q.Reason
 	case out.Killed: // after_kill: restart
-		s.scheduleLocked(a, ran, true)
+		s.scheduleLocked(a, ran)
 	case a.Restart.Policy == config.RestartAlways,
 		a.Restart.Policy == config.RestartOnFailure && out.Exit.ShellCode() != 0:
-		s.scheduleLocked(a, ran, true)
+		s.scheduleLocked(a, ran)
 	default:
 		s.exited = true
 	}
@@ -217,34 +216,17 @@ func quarantineReason(out supervisor.Outcome) string {
 	return fmt.Sprintf("killed by %s: %s", out.Cert.TriggerCheck, out.Cert.TriggerReason)
 }
 
-// scheduleLocked plans a restart: exponential backoff from
-// restart.backoff capped at max_backoff, reset after a run of
-// stable_after; more than max_restarts within window is a crash loop and
-// the agent is left down as failed.
-func (s *slot) scheduleLocked(a *config.Agent, ran time.Duration, counts bool) {
-	rp := a.Restart
-	now := time.Now()
-	if ran >= rp.StableAfter && rp.StableAfter > 0 {
-		s.failures = 0
+// scheduleLocked plans a restart (restarts.next decides).
+func (s *slot) scheduleLocked(a *config.Agent, ran time.Duration) {
+	var failed string
+	s.restarts, s.retryAt, failed = s.restarts.next(a.Restart, s.id, ran, time.Now())
+	if failed != "" {
+		s.failed = failed
+		s.log.Error("agent left down", zap.String("reason", s.failed))
+		return
 	}
-	if counts {
-		s.restarts = slices.DeleteFunc(s.restarts, func(t time.Time) bool { return now.Sub(t) > rp.Window })
-		if rp.MaxRestarts > 0 && len(s.restarts) >= rp.MaxRestarts {
-			s.failed = fmt.Sprintf("crash loop: %d restarts within %s; edit the agent file or `hermeskilld release %s` to try again",
-				len(s.restarts), config.FormatDuration(rp.Window), s.id)
-			s.log.Error("agent left down", zap.String("reason", s.failed))
-			return
-		}
-		s.restarts = append(s.restarts, now)
-	}
-	delay := rp.Backoff
-	for i := 0; i < s.failures && delay < rp.MaxBackoff; i++ {
-		delay *= 2
-	}
-	delay = min(delay, rp.MaxBackoff)
-	s.failures++
-	s.retryAt = now.Add(delay)
-	s.log.Info("agent restarts after a backoff", zap.Duration("backoff", delay), zap.Int("restarts", len(s.restarts)))
+	s.log.Info("agent restarts after a backoff", zap.Duration("backoff", time.Until(s.retryAt)),
+		zap.Int("restarts", len(s.restarts.at)))
 }
 
 // stateLocked is the slot's state and a note for `ps`.
@@ -373,7 +355,7 @@ func (s *slot) invalid(err error) {
 func (s *slot) release() {
 	s.mu.Lock()
 	s.failed, s.exited = "", false
-	s.restarts, s.failures, s.retryAt = nil, 0, time.Time{}
+	s.restarts, s.retryAt = restarts{}, time.Time{}
 	s.mu.Unlock()
 	s.poke()
 }
