@@ -11,7 +11,8 @@ import (
 
 // maxAddressLen is the longest address x/sys/unix accepts: sun_path is 108
 // bytes and a path needs its terminating NUL (see unix(7)).
-const maxAddressLen = 107
+// internal/sockpath.Max again, because agents import this package alone: it uses only the standard library and x/sys.
+const maxAddressLen = len(unix.RawSockaddrUnix{}.Path) - 1
 
 // parseAddress turns a socket address into a sockaddr. addr is an absolute
 // path, or "@name" for Linux's abstract namespace, where '@' stands for the
@@ -37,9 +38,15 @@ func envAddress() (name, addr string) {
 	return "", ""
 }
 
-// envWatchdog returns WATCHDOG_USEC as a duration, or 0 when it is unset or
-// meant for another process (WATCHDOG_PID, as sd_watchdog_enabled(3) does).
-func envWatchdog() (time.Duration, error) {
+// WatchdogFromEnv returns the watchdog timeout this process's supervisor
+// (hermeskilld, or systemd with WatchdogSec=) expects it to keep:
+// WATCHDOG_USEC as a duration, or 0 when it is unset or meant for another
+// process (WATCHDOG_PID), as sd_watchdog_enabled(3) reads them. FromEnv
+// uses it; so does hermeskilld, to keep systemd's watchdog.
+//
+// Errors: ErrBadWatchdog when WATCHDOG_USEC is not a positive whole number
+// of microseconds that fits a time.Duration.
+func WatchdogFromEnv() (time.Duration, error) {
 	v := os.Getenv("WATCHDOG_USEC")
 	if v == "" {
 		return 0, nil

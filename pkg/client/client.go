@@ -65,7 +65,7 @@ func FromEnv() (*Client, error) {
 	if name == "" {
 		return newClient(), nil
 	}
-	watchdog, err := envWatchdog()
+	watchdog, err := WatchdogFromEnv()
 	if err != nil {
 		return nil, err
 	}

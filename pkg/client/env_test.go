@@ -87,6 +87,30 @@ func TestFromEnvBadAddress(t *testing.T) {
 	require.ErrorIs(t, err, syscall.ENOENT)
 }
 
+func TestWatchdogFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		usec, pid string
+		want      time.Duration
+	}{
+		{"", "", 0},
+		{"30000000", "", 30 * time.Second},
+		{"30000000", strconv.Itoa(syscall.Getpid()), 30 * time.Second},
+		{"30000000", strconv.Itoa(syscall.Getpid() + 1), 0}, // another process's
+	} {
+		t.Setenv("WATCHDOG_USEC", tc.usec)
+		t.Setenv("WATCHDOG_PID", tc.pid)
+		got, err := client.WatchdogFromEnv()
+		require.NoError(t, err, tc.usec)
+		require.Equal(t, tc.want, got, "%q %q", tc.usec, tc.pid)
+	}
+	t.Setenv("WATCHDOG_PID", "")
+	for _, bad := range []string{"abc", "0", "-5", "1.5", "9223372036854775807"} {
+		t.Setenv("WATCHDOG_USEC", bad)
+		_, err := client.WatchdogFromEnv()
+		require.ErrorIs(t, err, client.ErrBadWatchdog, bad)
+	}
+}
+
 func TestFromEnvWatchdog(t *testing.T) {
 	sup := newSupervisor(t)
 

@@ -9,8 +9,8 @@ var (
 	// ErrBadAddress is returned for a socket address that is neither an
 	// absolute path nor an abstract name ("@name"), or does not fit sun_path.
 	ErrBadAddress = errors.New("hermeskill client: bad socket address")
-	// ErrBadWatchdog is returned by FromEnv when WATCHDOG_USEC is not a
-	// positive integer.
+	// ErrBadWatchdog is returned by FromEnv and WatchdogFromEnv when
+	// WATCHDOG_USEC is not a positive integer.
 	ErrBadWatchdog = errors.New("hermeskill client: bad WATCHDOG_USEC")
 )
 
