@@ -4,7 +4,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/hermeskill/hermeskilld/internal/config"
 )
 
 // settle is how long the cooperative stage waits, after the main process
@@ -116,7 +116,7 @@ func (r *runner) run() {
 		if err == nil {
 			r.waitMain(r.p.DumpWait)
 		}
-		r.record(StepDumpSignal, at, detail("signal", sigName(r.p.DumpSignal), "error", err))
+		r.record(StepDumpSignal, at, detail("signal", config.SignalName(r.p.DumpSignal), "error", err))
 	}
 	if r.cooperative() {
 		return
@@ -143,7 +143,7 @@ func (r *runner) cooperative() bool {
 	if r.p.CoopSignal != 0 && !r.mainExited() {
 		at := time.Now()
 		err := r.t.SignalMain(r.p.CoopSignal)
-		r.record(StepCoopSignal, at, detail("signal", sigName(r.p.CoopSignal), "error", err))
+		r.record(StepCoopSignal, at, detail("signal", config.SignalName(r.p.CoopSignal), "error", err))
 		asked = asked || err == nil
 	}
 	r.release()
@@ -292,11 +292,4 @@ func detail(kv ...any) map[string]any {
 		return nil
 	}
 	return m
-}
-
-func sigName(s syscall.Signal) string {
-	if n := unix.SignalName(s); n != "" {
-		return n
-	}
-	return s.String()
 }
