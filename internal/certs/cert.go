@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/escalate"
 )
 
 // Schema is the value of the schema field of every certificate this package
@@ -22,19 +24,23 @@ const (
 	TriggerManual   = "manual"   // TriggerType: an operator, a signal to hermeskilld, the e-stop
 	TriggerExternal = "external" // TriggerType, and TriggerCheck: died by a signal hermeskilld did not send
 
-	ReachedNone        = "none"        // Escalation.Reached: nothing was sent (shadow, external, exited first)
-	ReachedCooperative = "cooperative" // Escalation.Reached: died after the directive or cooperative signal
-	ReachedSigterm     = "sigterm"     // Escalation.Reached: died after SIGTERM
-	ReachedSigkill     = "sigkill"     // Escalation.Reached: SIGKILL was needed
+	// Escalation.Reached is the ladder's stage, named as package escalate
+	// names it.
+	ReachedNone        = string(escalate.StageNone)        // nothing was sent (shadow, external, exited first)
+	ReachedCooperative = string(escalate.StageCooperative) // died after the directive or cooperative signal
+	ReachedSigterm     = string(escalate.StageSIGTERM)     // died after SIGTERM
+	ReachedSigkill     = string(escalate.StageSIGKILL)     // SIGKILL was needed
 
 	SeverityWarning  = "warning"  // Symptom.Severity: logged, kept, sent as a directive
 	SeverityTerminal = "terminal" // Symptom.Severity: the agent must die
 
-	StepDirectiveSent  = "directive_sent" // Step.Step: the ladder's steps, in the order they can happen
-	StepCoopSignalSent = "coop_signal_sent"
-	StepSigtermSent    = "sigterm_sent"
-	StepSigkillSent    = "sigkill_sent"
-	StepReaped         = "reaped"
+	// Step.Step is one of the ladder's steps, named as package escalate
+	// names them (these and the waits between them).
+	StepDirectiveSent  = escalate.StepDirective
+	StepCoopSignalSent = escalate.StepCoopSignal
+	StepSigtermSent    = escalate.StepSIGTERM
+	StepSigkillSent    = escalate.StepSIGKILL
+	StepReaped         = escalate.StepReaped
 
 	AlgEd25519 = "ed25519" // Signature.Alg
 )

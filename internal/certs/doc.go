@@ -57,8 +57,10 @@
 //   - symptoms_log: every warning and the terminal symptom, in order; each
 //     has at, check, severity ("warning" or "terminal"), observed and
 //     threshold (as text with units: "1.2GiB", "30s") and message.
-//   - shutdown_log: each step of the ladder as carried out
-//     (directive_sent, coop_signal_sent, sigterm_sent, sigkill_sent, reaped);
+//   - shutdown_log: each step of the ladder as carried out, in order
+//     (dump_signal_sent, directive_sent, coop_signal_sent, coop_wait,
+//     sigterm_sent, term_wait, sigkill_sent, main_exited, reaped,
+//     reap_timeout: the steps of package escalate);
 //     each has step, at (wall time), duration_ms (how long the step took)
 //     and detail (step-specific facts, omitted when none).
 //   - final_state: what was last known of the agent — status (its last

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hermeskill/hermeskilld/internal/escalate"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -62,7 +64,7 @@ func fullCert() *Certificate {
 			{At: trig, Check: "heartbeat_timeout", Severity: SeverityTerminal, Observed: "30.0s", Threshold: "30s", Message: "no heartbeat for 30.0s (timeout 30s)"},
 		},
 		ShutdownLog: []Step{
-			{Step: stepDumpSignalSent, At: at(0.2), DurationMS: 200.5, Detail: map[string]any{"signal": "SIGUSR2"}},
+			{Step: escalate.StepDumpSignal, At: at(0.2), DurationMS: 200.5, Detail: map[string]any{"signal": "SIGUSR2"}},
 			{Step: StepCoopSignalSent, At: at(200.9), DurationMS: 10.4, Detail: map[string]any{"signal": "SIGINT", "pid": 4242.0}},
 			{Step: StepSigtermSent, At: at(1001.3), DurationMS: 0.4, Detail: map[string]any{"pids": []any{4242.0, 4250.0, 4251.0}}},
 			{Step: StepSigkillSent, At: at(2002), DurationMS: 0.15, Detail: map[string]any{"via": "cgroup.kill"}},
@@ -83,10 +85,6 @@ func fullCert() *Certificate {
 		AuditAnchor: &AuditAnchor{Seq: 1234, SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},
 	}
 }
-
-// stepDumpSignalSent is a step name the ladder may add (last words);
-// the schema takes any step name.
-const stepDumpSignalSent = "dump_signal_sent"
 
 // golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name string, got []byte) {
