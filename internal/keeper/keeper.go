@@ -166,8 +166,7 @@ func keeperEnv(base []string) []string {
 	env := make([]string, 0, len(base)+1)
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case envName, "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES":
+		if k == envName || procsup.OwnSupervisorVar(k) {
 			continue
 		}
 		env = append(env, kv)

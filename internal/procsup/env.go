@@ -6,7 +6,9 @@ import (
 	"time"
 )
 
-// Variables hermeskilld sets for the agent (DESIGN §2).
+// Variables hermeskilld sets for the agent: its heartbeat socket (under
+// its own name and as systemd's NOTIFY_SOCKET), its id, and its heartbeat
+// timeout as systemd's watchdog interval.
 const (
 	EnvSocket   = "HERMESKILL_SOCKET"
 	EnvAgentID  = "HERMESKILL_AGENT_ID"
@@ -14,13 +16,27 @@ const (
 	EnvWatchdog = "WATCHDOG_USEC"
 )
 
-// inherited variables that describe *our* relation to our own supervisor
-// (systemd): passed on they would make the agent talk to systemd as if it
-// were us, or claim our listening sockets.
-var dropped = map[string]bool{
-	EnvSocket: true, EnvAgentID: true, EnvNotify: true, EnvWatchdog: true,
-	"WATCHDOG_PID": true, "LISTEN_PID": true, "LISTEN_FDS": true, "LISTEN_FDNAMES": true,
-	"HERMESKILL_CONTROL_SOCKET": true,
+// OwnSupervisorVar reports whether the environment variable key describes
+// this process's relation to its own supervisor (systemd, sd_notify(3) and
+// sd_listen_fds(3)): passed on to a child, it would make the child talk to
+// that supervisor as if it were us, or claim our listening sockets.
+func OwnSupervisorVar(key string) bool {
+	switch key {
+	case EnvNotify, EnvWatchdog, "WATCHDOG_PID", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES":
+		return true
+	}
+	return false
+}
+
+// dropped reports whether an inherited variable stays out of the agent's
+// environment: our own supervisor's, and hermeskilld's, which are the
+// agent's own supervisor's to set.
+func dropped(key string) bool {
+	switch key {
+	case EnvSocket, EnvAgentID, "HERMESKILL_CONTROL_SOCKET":
+		return true
+	}
+	return OwnSupervisorVar(key)
 }
 
 // AgentEnv builds the agent's environment: base (usually ours) without the
@@ -40,13 +56,13 @@ func AgentEnv(base []string, extra map[string]string, id, socket string, watchdo
 	}
 	for _, kv := range base {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || dropped[k] {
+		if !ok || dropped(k) {
 			continue
 		}
 		add(k, v)
 	}
 	for k, v := range extra {
-		if !dropped[k] {
+		if !dropped(k) {
 			add(k, v)
 		}
 	}

@@ -137,6 +137,15 @@ func TestAgentEnv(t *testing.T) {
 	require.NotContains(t, strings.Join(procsup.AgentEnv(nil, nil, "x", "/s", 0), "\n"), "WATCHDOG_USEC")
 }
 
+func TestOwnSupervisorVar(t *testing.T) {
+	for _, k := range []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"} {
+		require.True(t, procsup.OwnSupervisorVar(k), k)
+	}
+	for _, k := range []string{"PATH", "HERMESKILL_SOCKET", "NOTIFY", ""} {
+		require.False(t, procsup.OwnSupervisorVar(k), k)
+	}
+}
+
 // The daemon's runtime waits on pidfds through the netpoller (no thread
 // per child): exit codes and signals come out the same.
 func TestPollWaitRuntime(t *testing.T) {
