@@ -5,3 +5,9 @@ const (
 	QueueLen = queueLen
 	MaxText  = maxText
 )
+
+// The parts of SupervisorDir, for the external tests.
+var (
+	SupervisorBase     = supervisorBase
+	RemoveStaleRunDirs = removeStaleRunDirs
+)

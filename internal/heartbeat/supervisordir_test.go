@@ -1,4 +1,4 @@
-package heartbeat
+package heartbeat_test
 
 import (
 	"os"
@@ -10,14 +10,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/sockpath"
 )
 
 func TestSupervisorBase(t *testing.T) {
-	assert.Equal(t, "/run/user/1000/hermeskill", supervisorBase("/run/user/1000", 1000, "/tmp"))
-	assert.Equal(t, "/run/user/0/hermeskill", supervisorBase("/run/user/0", 0, "/tmp"), "XDG_RUNTIME_DIR wins, even for root")
-	assert.Equal(t, "/run/hermeskill", supervisorBase("", 0, "/tmp"))
-	assert.Equal(t, "/tmp/hermeskill-1000", supervisorBase("", 1000, "/tmp"))
+	assert.Equal(t, "/run/user/1000/hermeskill", heartbeat.SupervisorBase("/run/user/1000", 1000, "/tmp"))
+	assert.Equal(t, "/run/user/0/hermeskill", heartbeat.SupervisorBase("/run/user/0", 0, "/tmp"), "XDG_RUNTIME_DIR wins, even for root")
+	assert.Equal(t, "/run/hermeskill", heartbeat.SupervisorBase("", 0, "/tmp"))
+	assert.Equal(t, "/tmp/hermeskill-1000", heartbeat.SupervisorBase("", 1000, "/tmp"))
 }
 
 // A run directory is removed only when its run is gone and it holds
@@ -32,21 +33,21 @@ func TestRemoveStaleRunDirs(t *testing.T) {
 		}
 		return dir
 	}
-	const self, live, dead = 100, 200, 300
-	gone := []string{mk("bot.300", SocketName), mk("my.bot.300"), mk("other.301", SocketName)}
+	const self, live = 100, 200 // and 300, 301 are gone
+	gone := []string{mk("bot.300", heartbeat.SocketName), mk("my.bot.300"), mk("other.301", heartbeat.SocketName)}
 	kept := []string{
-		mk("bot.100", SocketName),          // ours
-		mk("bot.200", SocketName),          // its run is alive
-		mk("busy.300", SocketName, "core"), // holds more than its socket
-		mk("odd.300", "notes"),             // holds something else
-		mk("noid"),                         // no pid
-		mk("bot.x"),                        // no pid
-		mk("bot.-3"),                       // no pid
+		mk("bot.100", heartbeat.SocketName),          // ours
+		mk("bot.200", heartbeat.SocketName),          // its run is alive
+		mk("busy.300", heartbeat.SocketName, "core"), // holds more than its socket
+		mk("odd.300", "notes"),                       // holds something else
+		mk("noid"),                                   // no pid
+		mk("bot.x"),                                  // no pid
+		mk("bot.-3"),                                 // no pid
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(base, "file.300"), nil, 0o600))
 	kept = append(kept, filepath.Join(base, "file.300")) // not a directory
 
-	removeStaleRunDirs(base, self, func(pid int) bool { return pid == live })
+	heartbeat.RemoveStaleRunDirs(base, self, func(pid int) bool { return pid == live })
 	for _, p := range gone {
 		assert.NoDirExists(t, p)
 	}
@@ -57,17 +58,17 @@ func TestRemoveStaleRunDirs(t *testing.T) {
 }
 
 func TestSupervisorDir(t *testing.T) {
-	runtime := shortDir(t)
+	runtime := shortTempDir(t)
 	t.Setenv("XDG_RUNTIME_DIR", runtime)
 	base := filepath.Join(runtime, "hermeskill")
 	// A run killed by SIGKILL left its directory (pid_max is at most
 	// 2^22, so this pid never exists).
 	stale := filepath.Join(base, "bot.4194305")
 	require.NoError(t, os.MkdirAll(stale, 0o777))
-	require.NoError(t, os.WriteFile(filepath.Join(stale, SocketName), nil, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(stale, heartbeat.SocketName), nil, 0o600))
 	require.NoError(t, os.Chmod(base, 0o777))
 
-	dir, err := SupervisorDir("bot")
+	dir, err := heartbeat.SupervisorDir("bot")
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(base, "bot."+strconv.Itoa(os.Getpid())), dir)
 	fi, err := os.Lstat(base)
@@ -78,26 +79,16 @@ func TestSupervisorDir(t *testing.T) {
 }
 
 func TestSupervisorDirRefusesPlantedBase(t *testing.T) {
-	runtime := shortDir(t)
+	runtime := shortTempDir(t)
 	t.Setenv("XDG_RUNTIME_DIR", runtime)
 	require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(runtime, "hermeskill")))
-	_, err := SupervisorDir("bot")
-	require.ErrorIs(t, err, ErrUnsafeDir)
+	_, err := heartbeat.SupervisorDir("bot")
+	require.ErrorIs(t, err, heartbeat.ErrUnsafeDir)
 }
 
 func TestSupervisorDirPathTooLong(t *testing.T) {
-	t.Setenv("XDG_RUNTIME_DIR", shortDir(t))
-	_, err := SupervisorDir(strings.Repeat("x", sockpath.Max))
+	t.Setenv("XDG_RUNTIME_DIR", shortTempDir(t))
+	_, err := heartbeat.SupervisorDir(strings.Repeat("x", sockpath.Max))
 	require.ErrorIs(t, err, sockpath.ErrTooLong)
-	require.ErrorIs(t, err, ErrPathTooLong)
-}
-
-// shortDir is a fresh directory with a short path, removed when the test
-// ends.
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "hk")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
+	require.ErrorIs(t, err, heartbeat.ErrPathTooLong)
 }
