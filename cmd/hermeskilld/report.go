@@ -8,8 +8,9 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 )
 
-// report prints the one-line summary of a kill or an external death
-// (DESIGN §1.1), and where shadow certificates went.
+// report prints, on stderr, the one-line summary of a kill or an external
+// death (why, how far the ladder went, where the certificate is), and
+// where shadow certificates went.
 func report(w io.Writer, a *config.Agent, out supervisor.Outcome) {
 	for _, p := range out.ShadowCerts {
 		fmt.Fprintf(w, "hermeskilld: shadow mode: agent %s would have been killed; certificate: %s\n", a.ID, p)

@@ -14,8 +14,9 @@ import (
 // the module version or the VCS revision is used.
 var version = ""
 
-// Exit statuses of hermeskilld itself (DESIGN §1.1); an agent's own status
-// is passed through unchanged.
+// Exit statuses of hermeskilld itself (as `supervise --help` lists them,
+// 126 and 127 as a shell's); an agent's own status is passed through
+// unchanged.
 const (
 	exitFailure      = 1   // an operator command failed
 	exitDaemonAbsent = 3   // the daemon is not running / unreachable

@@ -1,5 +1,5 @@
 // Package calibrate owns the operators' verdicts on kills and the
-// statistics drawn from them (DESIGN §8, "Calibration"): `hermeskilld
+// statistics drawn from them: `hermeskilld
 // certs label` records whether a certificate's kill was right, and
 // `hermeskilld calibrate` reports, per check, how often it was.
 //

@@ -1,4 +1,4 @@
-// Package escalate owns how an agent dies: the ladder of DESIGN §4 as one
+// Package escalate owns how an agent dies: the escalation ladder as one
 // bounded sequence — last words, the cooperative stage (directive and
 // signal), grace, SIGTERM+SIGCONT to the tree, grace, SIGKILL to the tree,
 // and the wait until everything is reaped. Each step leaves early when its

@@ -12,7 +12,8 @@ import (
 // maxClients bounds the set of bound client addresses remembered per agent.
 const maxClients = 64
 
-// StopDirective is the cooperative-stage directive of DESIGN §2.1.
+// StopDirective is the directive of the ladder's cooperative stage: STOP=1,
+// the check that fired, the reason, and the grace before SIGTERM.
 func StopDirective(check, reason string, grace time.Duration) []byte {
 	var b strings.Builder
 	b.WriteString("STOP=1\nCHECK=")

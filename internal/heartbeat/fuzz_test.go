@@ -14,7 +14,8 @@ import (
 )
 
 // FuzzParse checks that Parse never panics and agrees with refParse, a
-// straightforward model of DESIGN §2 written with the standard library.
+// straightforward model of the message format (see the package comment)
+// written with the standard library.
 // Seeds here and under testdata/fuzz/FuzzParse run with every `go test`.
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{

@@ -8,7 +8,7 @@ import (
 )
 
 // MaxDatagram is the largest datagram accepted; longer ones are dropped and
-// counted as oversize (DESIGN §2).
+// counted as oversize.
 const MaxDatagram = 8 << 10
 
 // maxText caps free-text values (STATUS, ERROR, TOOL) kept from one message.

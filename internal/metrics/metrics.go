@@ -1,4 +1,4 @@
-// Package metrics exports hermeskilld's Prometheus metrics (DESIGN §8):
+// Package metrics exports hermeskilld's Prometheus metrics:
 // symptoms, kills and their detection-to-death latency, certificates, the
 // state of every agent, heartbeat datagrams dropped, and the control plane
 // outbox. docs/metrics.md lists every series with its labels and meaning,

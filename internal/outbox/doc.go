@@ -1,6 +1,6 @@
 // Package outbox delivers death certificates to the control plane at least
 // once, and pulls the control plane's kill requests ("directives") for the
-// agents this host runs (DESIGN §8, "Control plane").
+// agents this host runs.
 //
 // It owns the wire protocol between hermeskilld and the control plane and
 // the durable state that makes delivery survive restarts and outages:

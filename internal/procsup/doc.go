@@ -7,8 +7,8 @@
 //
 // All children of this process must be started through Runtime.Start: the
 // orphan reaper reaps any child it was not told about, so an os/exec child
-// started elsewhere in the process would lose its exit status (the
-// reaper-vs-exec.Cmd.Wait race of linux-mechanics §3).
+// started elsewhere in the process would lose its exit status (a child is
+// reaped once: when the reaper gets it first, exec.Cmd.Wait gets ECHILD).
 //
 // References: prctl(2) PR_SET_CHILD_SUBREAPER and PR_SET_PDEATHSIG,
 // pidfd_open(2), pidfd_send_signal(2), waitid(2), clone(2) CLONE_INTO_CGROUP.
