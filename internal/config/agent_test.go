@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// designAgent is DESIGN §7's agent example as parsed (not normalized).
+// designAgent is the agent example of the product's design, as parsed (not
+// normalized): testdata/agent/ok-design-research-bot.yaml.
 func designAgent(source string) *Agent {
 	return &Agent{
 		ID:        "research-bot",
@@ -559,16 +560,16 @@ func TestValidate(t *testing.T) {
 			err: "checks.memory: warn 3GiB is above kill 2GiB"},
 		{name: "negative from a flag", mut: func(a *Agent) { a.Checks.MaxRuntime = -time.Second }, err: "checks.max_runtime: must not be negative"},
 		{name: "negative max_extension from a flag", mut: func(a *Agent) { a.Checks.MaxExtension = -time.Minute }, err: "checks.max_extension: must not be negative"},
-		{name: "negative count", mut: func(a *Agent) { a.Checks.Procs = &Sustained{Kill: -1} }, err: "checks.procs: thresholds must not be negative"},
-		{name: "negative cost", mut: func(a *Agent) { a.Checks.Cost = &CostLimit{Kill: -1} }, err: "checks.cost: thresholds must not be negative"},
-		{name: "negative cpu", mut: func(a *Agent) { a.Checks.CPUSpin = &CPUSpin{Percent: -1} }, err: "checks.cpu_spin: percent and for must not be negative"},
+		{name: "negative count", mut: func(a *Agent) { a.Checks.Procs = &Sustained{Kill: -1} }, err: "checks.procs.kill: must not be negative"},
+		{name: "negative cost", mut: func(a *Agent) { a.Checks.Cost = &CostLimit{Kill: -1} }, err: "checks.cost.kill: must not be negative"},
+		{name: "negative cpu", mut: func(a *Agent) { a.Checks.CPUSpin = &CPUSpin{Percent: -1} }, err: "checks.cpu_spin.percent: must not be negative"},
 		{name: "tool loop 1", mut: func(a *Agent) { a.Checks.ToolLoop = &ToolLoop{Repeats: 1} }, err: "checks.tool_loop: repeats must be at least 2 (or 0 for off), got 1"},
 		{name: "SIGSTOP", mut: func(a *Agent) { a.Escalation.CoopSignal = syscall.SIGSTOP },
 			err: "escalation.coop_signal: SIGSTOP cannot be caught, so it is no cooperative stop (use none to skip that stage)"},
 		{name: "no coop signal", mut: func(a *Agent) { a.Escalation.CoopSignal = 0 }},
 		{name: "negative grace", mut: func(a *Agent) { a.Escalation.TermGrace = -1 }, err: "escalation.term_grace: must not be negative"},
 		{name: "zero value enums", mut: func(a *Agent) { a.Mode, a.AfterKill, a.Restart.Policy = "", "", "" },
-			err: "mode: must be enforce or shadow, got \"\"\nafter_kill: must be quarantine or restart, got \"\"\nrestart.policy: must be never, on-failure or always, got \"\""},
+			err: "mode: must be one of enforce, shadow, got \"\"\nafter_kill: must be one of quarantine, restart, got \"\"\nrestart.policy: must be one of never, on-failure, always, got \"\""},
 		{name: "negative restarts", mut: func(a *Agent) { a.Restart.MaxRestarts = -1 }, err: "restart.max_restarts: must not be negative"},
 		{name: "sample interval zero", mut: func(a *Agent) { a.Checks.SampleInterval = 0 }, err: "checks.sample_interval: must be at least 10ms"},
 		{name: "relative cwd", mut: func(a *Agent) { a.Cwd = "x" }, err: `cwd: "x" must be an absolute path`},

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -20,61 +21,62 @@ const (
 )
 
 // Daemon is the daemon's configuration file (hermeskilld.yaml). Every field
-// is set: defaults fill what the file does not say.
+// is set: defaults fill what the file does not say. The tags are the
+// schema (see schema.go).
 type Daemon struct {
-	StateDir   string // state_dir: certs/, audit.jsonl, outbox/ (default /var/lib/hermeskill)
-	RuntimeDir string // runtime_dir: control.sock, agents/ID.sock (default /run/hermeskill)
-	AgentsDir  string // agents_dir: one YAML file per agent (default /etc/hermeskill/agents.d)
-	EstopFile  string // estop_file: creating it kills every agent (default RuntimeDir/STOP)
+	StateDir   string `yaml:"state_dir" config:"path"`   // certs/, audit.jsonl, outbox/ (default /var/lib/hermeskill)
+	RuntimeDir string `yaml:"runtime_dir" config:"path"` // control.sock, agents/ID.sock (default /run/hermeskill)
+	AgentsDir  string `yaml:"agents_dir" config:"path"`  // one YAML file per agent (default /etc/hermeskill/agents.d)
+	EstopFile  string `yaml:"estop_file" config:"path"`  // creating it kills every agent (default RuntimeDir/STOP)
 
-	Control      Control       // control
-	Metrics      Metrics       // metrics
-	SigningKey   string        // signing_key: Ed25519 private key file; "" = certificates are not signed
-	ControlPlane *ControlPlane // control_plane: nil = none
-	Containment  string        // containment: auto | cgroup | pgroup (default auto)
-	Audit        AuditOpts     // audit
-	Logs         LogOpts       // logs
+	Control      Control       `yaml:"control"`
+	Metrics      Metrics       `yaml:"metrics"`
+	SigningKey   string        `yaml:"signing_key" config:"path"` // Ed25519 private key file; "" = certificates are not signed
+	ControlPlane *ControlPlane `yaml:"control_plane"`             // nil = none
+	Containment  string        `yaml:"containment" config:"oneof=auto|cgroup|pgroup"`
+	Audit        AuditOpts     `yaml:"audit"`
+	Logs         LogOpts       `yaml:"logs"`
 	// HeartbeatRate is heartbeat_rate: datagrams per second one agent may
 	// send before the rest are dropped and counted (default 1000).
-	HeartbeatRate int
-	Defaults      Defaults // defaults: agent settings every agent file inherits
+	HeartbeatRate int      `yaml:"heartbeat_rate"`
+	Defaults      Defaults `yaml:"defaults"` // agent settings every agent file inherits
 	Source        string   // the file it came from
 }
 
 // Control is who may use the control socket (yaml: control). Root always may.
 type Control struct {
-	ReadGroup      string // read_group: group (name or gid) that may list and read; "" = root only
-	OperatorsGroup string // operators_group: group (name or gid) that may also kill, estop, release; "" = root only
+	ReadGroup      string `yaml:"read_group" config:"id"`      // group (name or gid) that may list and read; "" = root only
+	OperatorsGroup string `yaml:"operators_group" config:"id"` // group (name or gid) that may also kill, estop, release; "" = root only
 }
 
 // Metrics is the Prometheus endpoint (yaml: metrics).
 type Metrics struct {
-	Listen string // listen: host:port to serve /metrics on; "" = no metrics endpoint (default)
+	Listen string `yaml:"listen" config:"listen"` // host:port to serve /metrics on; "" = no metrics endpoint (default)
 	// AgentLabelLimit is agent_label_limit: at most this many agents get
 	// per-agent series (label agent=ID); beyond it they are aggregated, to
 	// bound cardinality (default 1000; 0 = never label by agent).
-	AgentLabelLimit int
+	AgentLabelLimit int `yaml:"agent_label_limit"`
 }
 
 // ControlPlane is where certificates are delivered (yaml: control_plane).
 type ControlPlane struct {
-	URL          string        // url: base URL, https (http only to a loopback host)
-	TokenFile    string        // token_file: file holding the bearer token; "" = no Authorization header
-	PollInterval time.Duration // poll_interval: how often to ask for remote kill requests; 0 = never (default 10s)
-	Timeout      time.Duration // timeout: one HTTP request (default 10s)
-	MaxOutbox    int           // max_outbox: undelivered certificates kept; past it new ones are refused (counted, and still on disk in certs/) (default 10000)
+	URL          string        `yaml:"url" config:"url"`         // base URL, https (http only to a loopback host); required
+	TokenFile    string        `yaml:"token_file" config:"path"` // file holding the bearer token; "" = no Authorization header
+	PollInterval time.Duration `yaml:"poll_interval"`            // how often to ask for remote kill requests; 0 = never (default 10s)
+	Timeout      time.Duration `yaml:"timeout"`                  // one HTTP request (default 10s)
+	MaxOutbox    int           `yaml:"max_outbox"`               // undelivered certificates kept; past it new ones are refused (counted, and still on disk in certs/) (default 10000)
 }
 
 // AuditOpts rotate the audit log (yaml: audit).
 type AuditOpts struct {
-	MaxBytes int64 // max_bytes: size at which audit.jsonl is rotated; 0 = never (default 64MiB)
-	Keep     int   // keep: rotated files kept (default 5)
+	MaxBytes int64 `yaml:"max_bytes" config:"size"` // size at which audit.jsonl is rotated; 0 = never (default 64MiB)
+	Keep     int   `yaml:"keep"`                    // rotated files kept (default 5)
 }
 
 // LogOpts rotate the agents' output logs the daemon writes (yaml: logs).
 type LogOpts struct {
-	MaxBytes int64 // max_bytes: size at which a log is rotated; 0 = never (default 10MiB)
-	Keep     int   // keep: rotated files kept (default 3)
+	MaxBytes int64 `yaml:"max_bytes" config:"size"` // size at which a log is rotated; 0 = never (default 10MiB)
+	Keep     int   `yaml:"keep"`                    // rotated files kept (default 3)
 }
 
 // DefaultHeartbeatRate is the datagrams per second one agent may send
@@ -96,8 +98,9 @@ func DefaultDaemon() *Daemon {
 	}
 }
 
-func defaultControlPlane() *ControlPlane {
-	return &ControlPlane{PollInterval: 10 * time.Second, Timeout: 10 * time.Second, MaxOutbox: 10000}
+// setDefaults: a control_plane the file sets starts from these.
+func (cp *ControlPlane) setDefaults() {
+	*cp = ControlPlane{PollInterval: 10 * time.Second, Timeout: 10 * time.Second, MaxOutbox: 10000}
 }
 
 // LoadDaemon reads and parses the daemon file; see ParseDaemon.
@@ -116,80 +119,62 @@ func LoadDaemon(path string) (*Daemon, error) {
 func ParseDaemon(data []byte, source string) (*Daemon, error) {
 	d := newDecoder(source)
 	root, ok := d.document(data)
-	if !ok {
-		return nil, d.err()
-	}
-	if root == nil {
+	if ok && root == nil {
 		d.fail(nil, "", ErrMissing, "empty file: write {} to run with every default, or see the documentation")
+	}
+	if len(d.errs) > 0 {
 		return nil, d.err()
 	}
 	cfg := DefaultDaemon()
 	cfg.Source = source
-	estopSet := false
-	d.mapping(root, "", []field{
-		{"state_dir", d.pathTo(&cfg.StateDir)},
-		{"runtime_dir", d.pathTo(&cfg.RuntimeDir)},
-		{"agents_dir", d.pathTo(&cfg.AgentsDir)},
-		{"estop_file", func(p string, v *yaml.Node) { estopSet = true; d.pathTo(&cfg.EstopFile)(p, v) }},
-		{"control", func(p string, v *yaml.Node) {
-			d.mapping(v, p, []field{
-				{"read_group", func(p string, v *yaml.Node) { cfg.Control.ReadGroup, _ = d.nameOrID(v, p) }},
-				{"operators_group", func(p string, v *yaml.Node) { cfg.Control.OperatorsGroup, _ = d.nameOrID(v, p) }},
-			}, nil)
-		}},
-		{"metrics", func(p string, v *yaml.Node) {
-			d.mapping(v, p, []field{
-				{"listen", func(p string, v *yaml.Node) { cfg.Metrics.Listen, _ = d.listen(v, p) }},
-				{"agent_label_limit", func(p string, v *yaml.Node) { cfg.Metrics.AgentLabelLimit, _ = d.smallInt(v, p) }},
-			}, nil)
-		}},
-		{"signing_key", d.pathTo(&cfg.SigningKey)},
-		{"control_plane", func(p string, v *yaml.Node) { cfg.ControlPlane = d.controlPlane(v, p) }},
-		{"containment", func(p string, v *yaml.Node) {
-			cfg.Containment, _ = d.enum(v, p, ContainmentAuto, ContainmentCgroup, ContainmentPgroup)
-		}},
-		{"audit", func(p string, v *yaml.Node) {
-			cfg.Audit.MaxBytes, cfg.Audit.Keep = d.rotation(v, p, cfg.Audit.MaxBytes, cfg.Audit.Keep)
-		}},
-		{"logs", func(p string, v *yaml.Node) {
-			cfg.Logs.MaxBytes, cfg.Logs.Keep = d.rotation(v, p, cfg.Logs.MaxBytes, cfg.Logs.Keep)
-		}},
-		{"heartbeat_rate", func(p string, v *yaml.Node) {
-			if n, ok := d.smallInt(v, p); ok {
-				if n == 0 {
-					d.errorf(deref(v), p, "must be at least 1")
-				}
-				cfg.HeartbeatRate = n
-			}
-		}},
-		{"defaults", func(p string, v *yaml.Node) { cfg.Defaults.raw = d.agent(v, p, true) }},
-	}, nil)
+	d.mapping(root, "", reflect.ValueOf(cfg).Elem(), scope{})
 	if len(d.errs) > 0 {
 		return nil, d.err()
 	}
-	if !estopSet {
+	if !d.sets("estop_file") {
 		cfg.EstopFile = filepath.Join(cfg.RuntimeDir, "STOP")
 	}
-	d.report(semanticProblems(cfg.Defaults.raw, resolve(cfg.Defaults.raw)), "defaults.")
+	d.report(cfg.problems(), "")
+	df := &cfg.Defaults
+	d.report(semanticProblems(df.Agent(), df.sets), "defaults.")
 	if len(d.errs) > 0 {
 		return nil, d.err()
 	}
 	return cfg, nil
 }
 
-// pathTo is a field function that stores an absolute, cleaned path in *dst.
-func (d *decoder) pathTo(dst *string) func(string, *yaml.Node) {
-	return func(p string, v *yaml.Node) {
-		s, ok := d.nonEmpty(v, p)
-		if !ok {
-			return
-		}
-		if !filepath.IsAbs(s) {
-			d.errorf(deref(v), p, "%q must be an absolute path", s)
-			return
-		}
-		*dst = filepath.Clean(s)
+// problems are what the daemon's keys allow beyond their types.
+func (c *Daemon) problems() []problem {
+	var ps []problem
+	add := func(key string, kind ErrorKind, msg string) { ps = append(ps, problem{key: key, kind: kind, msg: msg}) }
+	if c.HeartbeatRate < 1 {
+		add("heartbeat_rate", ErrBadValue, "must be at least 1")
 	}
+	if cp := c.ControlPlane; cp != nil {
+		if cp.URL == "" {
+			add("control_plane.url", ErrMissing, "required")
+		}
+		if cp.Timeout == 0 {
+			add("control_plane.timeout", ErrBadValue, "must be above 0")
+		}
+		if cp.MaxOutbox < 1 {
+			add("control_plane.max_outbox", ErrBadValue, "must be at least 1")
+		}
+	}
+	return ps
+}
+
+// absPath decodes an absolute path, cleaned.
+func (d *decoder) absPath(n *yaml.Node, path string) (string, bool) {
+	s, ok := d.nonEmpty(n, path)
+	if !ok {
+		return "", false
+	}
+	if !filepath.IsAbs(s) {
+		d.errorf(deref(n), path, "%q must be an absolute path", s)
+		return "", false
+	}
+	return filepath.Clean(s), true
 }
 
 // listen decodes a host:port listen address; an empty host listens on
@@ -208,38 +193,6 @@ func (d *decoder) listen(n *yaml.Node, path string) (string, bool) {
 		return "", false
 	}
 	return s, true
-}
-
-func (d *decoder) controlPlane(n *yaml.Node, path string) *ControlPlane {
-	if isNull(deref(n)) {
-		return nil
-	}
-	cp := defaultControlPlane()
-	d.mapping(n, path, []field{
-		{"url", func(p string, v *yaml.Node) { cp.URL, _ = d.url(v, p) }},
-		{"token_file", d.pathTo(&cp.TokenFile)},
-		{"poll_interval", func(p string, v *yaml.Node) { cp.PollInterval, _ = d.duration(v, p) }},
-		{"timeout", func(p string, v *yaml.Node) {
-			if t, ok := d.duration(v, p); ok {
-				if t == 0 {
-					d.errorf(deref(v), p, "must be above 0")
-				}
-				cp.Timeout = t
-			}
-		}},
-		{"max_outbox", func(p string, v *yaml.Node) {
-			if m, ok := d.smallInt(v, p); ok {
-				if m == 0 {
-					d.errorf(deref(v), p, "must be at least 1")
-				}
-				cp.MaxOutbox = m
-			}
-		}},
-	}, nil)
-	if _, ok := d.lines[join(path, "url")]; !ok && deref(n).Kind == yaml.MappingNode {
-		d.fail(deref(n), path, ErrMissing, "url is required")
-	}
-	return cp
 }
 
 // url decodes the control plane's base URL. The bearer token must not
@@ -271,21 +224,4 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// rotation decodes {max_bytes, keep} over the given defaults.
-func (d *decoder) rotation(n *yaml.Node, path string, maxBytes int64, keep int) (int64, int) {
-	d.mapping(n, path, []field{
-		{"max_bytes", func(p string, v *yaml.Node) {
-			if b, ok := d.size(v, p); ok {
-				maxBytes = b
-			}
-		}},
-		{"keep", func(p string, v *yaml.Node) {
-			if k, ok := d.smallInt(v, p); ok {
-				keep = k
-			}
-		}},
-	}, nil)
-	return maxBytes, keep
 }

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
+	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -58,18 +62,19 @@ func (d *decoder) fail(n *yaml.Node, path string, kind ErrorKind, format string,
 	d.errs = append(d.errs, e)
 }
 
+// sets says whether the file sets the key at path.
+func (d *decoder) sets(path string) bool {
+	_, ok := d.lines[path]
+	return ok
+}
+
 // lineOf is the line of the key at path, or of its nearest parent that
 // appears in the file, or 0.
 func (d *decoder) lineOf(path string) int {
-	for path != "" {
+	for ; path != ""; path = parentKey(path) {
 		if l, ok := d.lines[path]; ok {
 			return l
 		}
-		i := strings.LastIndexAny(path, ".[")
-		if i < 0 {
-			break
-		}
-		path = path[:i]
 	}
 	return 0
 }
@@ -199,17 +204,16 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// field is one known key of a mapping and what to do with its value.
-type field struct {
-	key string
-	fn  func(path string, v *yaml.Node)
+// scope is what a mapping passes down to the keys below it.
+type scope struct {
+	size     bool // integers are byte sizes (the thresholds of memory)
+	defaults bool // the daemon's defaults section: per-file agent keys are refused
 }
 
-// mapping decodes a mapping node with a fixed set of keys: unknown keys,
-// duplicate keys and non-string keys are errors. A null node is an empty
-// mapping. hint, when set, explains an unknown key better than the list of
-// known keys (e.g. a key that exists in agent files but cannot be defaulted).
-func (d *decoder) mapping(n *yaml.Node, path string, fields []field, hint func(key string) string) {
+// mapping decodes a mapping node onto the struct v, key by key: a key the
+// node does not have keeps v's value. Unknown keys, duplicate keys,
+// non-string keys and merge keys are errors. A null node sets nothing.
+func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value, sc scope) {
 	n = deref(n)
 	if isNull(n) {
 		return
@@ -222,27 +226,120 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields []field, hint func(k
 		d.errorf(n, path, "%s a mapping (key: value), got %s", what, describe(n))
 		return
 	}
+	known := fieldsOf(v.Type())
+	if sc.defaults {
+		known = slices.DeleteFunc(slices.Clone(known), func(f field) bool { return f.opt.perFile })
+	}
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), n.Content[i+1]
+		k, val := deref(n.Content[i]), n.Content[i+1]
 		name, ok := d.key(k, path, seen)
 		if !ok {
 			continue
 		}
-		var f *field
-		for j := range fields {
-			if fields[j].key == name {
-				f = &fields[j]
-				break
-			}
-		}
-		if f == nil {
-			d.unknownKey(k, path, name, fields, hint)
+		f, ok := lookup(known, name)
+		if !ok {
+			d.unknownKey(k, path, name, known, v.Type(), sc)
 			continue
 		}
-		d.lines[join(path, name)] = k.Line
-		f.fn(join(path, name), v)
+		p := join(path, name)
+		d.lines[p] = k.Line
+		d.value(val, p, v.Field(f.index), f.opt, sc)
 	}
+}
+
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	signalType   = reflect.TypeFor[syscall.Signal]()
+)
+
+// value decodes the value n of the key at path into v, a field with the
+// options o. On an error v keeps its value.
+func (d *decoder) value(n *yaml.Node, path string, v reflect.Value, o options, sc scope) {
+	sc.size = sc.size || o.size
+	switch {
+	case v.Type() == reflect.TypeFor[Defaults](): // an agent's keys, in the daemon file
+		v.Addr().Interface().(*Defaults).decode(d, n, path)
+		return
+	case v.Kind() == reflect.Struct: // a section: key by key
+		d.mapping(n, path, v, sc)
+		return
+	case v.Kind() == reflect.Pointer:
+		d.check(n, path, v, sc)
+		return
+	case v.Kind() == reflect.Map:
+		d.stringMap(n, path, v)
+		return
+	}
+	var x any
+	var ok bool
+	switch {
+	case v.Type() == durationType:
+		x, ok = d.duration(n, path)
+	case v.Type() == signalType:
+		x, ok = d.signal(n, path)
+	case v.Kind() == reflect.Slice:
+		x, ok = d.stringList(n, path)
+	case v.Kind() == reflect.String && o.oneOf != nil:
+		x, ok = d.enum(n, path, o.oneOf...)
+	case v.Kind() == reflect.String:
+		x, ok = stringKinds[o.kind](d, n, path)
+	case v.Kind() == reflect.Int64 && sc.size:
+		x, ok = d.size(n, path)
+	case v.Kind() == reflect.Int64:
+		x, ok = d.integer(n, path)
+	case v.Kind() == reflect.Int:
+		x, ok = d.smallInt(n, path)
+	case v.Kind() == reflect.Float64:
+		x, ok = d.number(n, path)
+	case v.Kind() == reflect.Bool:
+		x, ok = d.boolean(n, path)
+	default:
+		panic("config: no decoder for " + path + " of type " + v.Type().String())
+	}
+	if ok {
+		v.Set(reflect.ValueOf(x).Convert(v.Type()))
+	}
+}
+
+// stringKinds decode the strings of the `config:"…"` kinds.
+var stringKinds = map[string]func(d *decoder, n *yaml.Node, path string) (string, bool){
+	"":         (*decoder).str,
+	"nonempty": (*decoder).nonEmpty,
+	"id":       (*decoder).nameOrID,
+	"path":     (*decoder).absPath,
+	"listen":   (*decoder).listen,
+	"url":      (*decoder).url,
+}
+
+// withDefaults is implemented by a pointed-to type whose keys have
+// defaults of their own once the file sets it (control_plane).
+type withDefaults interface{ setDefaults() }
+
+// check decodes a pointer field: a check (memory: {warn, kill, for}) or
+// the daemon's control_plane. It is one value that replaces the one below
+// as a whole; no value (memory:) is nil, which turns an inherited check
+// off. A scalar is the short form, when the type has a short key.
+func (d *decoder) check(n *yaml.Node, path string, v reflect.Value, sc scope) {
+	m := deref(n)
+	if isNull(m) {
+		v.SetZero()
+		return
+	}
+	p := reflect.New(v.Type().Elem())
+	if w, ok := p.Interface().(withDefaults); ok {
+		w.setDefaults()
+	}
+	v.Set(p)
+	if m.Kind == yaml.ScalarNode {
+		for f, fv := range fields(p.Elem()) {
+			if f.opt.short {
+				d.value(m, path, fv, f.opt, sc)
+				return
+			}
+		}
+	}
+	d.mapping(m, path, p.Elem(), sc)
 }
 
 // key checks one mapping key: a string, not "<<", not seen before.
@@ -263,22 +360,19 @@ func (d *decoder) key(k *yaml.Node, path string, seen map[string]int) (string, b
 	return k.Value, true
 }
 
-func (d *decoder) unknownKey(k *yaml.Node, path, name string, fields []field, hint func(string) string) {
-	if d.full() {
+// unknownKey reports a key that known (the keys of t allowed here) does
+// not have, with the closest known key when it looks like a typo.
+func (d *decoder) unknownKey(k *yaml.Node, path, name string, known []field, t reflect.Type, sc scope) {
+	keys := make([]string, len(known))
+	for i, f := range known {
+		keys[i] = f.key
+	}
+	if _, exists := lookup(fieldsOf(t), name); exists && sc.defaults {
+		d.fail(k, join(path, name), ErrUnknownKey, "%q cannot be defaulted: set it in each agent file (defaults may set %s)", name, strings.Join(keys, ", "))
 		return
 	}
-	if hint != nil {
-		if h := hint(name); h != "" {
-			d.fail(k, join(path, name), ErrUnknownKey, "%s", h)
-			return
-		}
-	}
-	known := make([]string, len(fields))
-	for i, f := range fields {
-		known[i] = f.key
-	}
-	msg := fmt.Sprintf("unknown key %q (known: %s)", name, strings.Join(known, ", "))
-	if s := suggest(name, known); s != "" {
+	msg := fmt.Sprintf("unknown key %q (known: %s)", name, strings.Join(keys, ", "))
+	if s := suggest(name, keys); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	}
 	d.fail(k, join(path, name), ErrUnknownKey, "%s", msg)

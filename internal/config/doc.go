@@ -3,8 +3,9 @@
 // (one per agent in agents_dir, and the file given to `supervise --config`,
 // see LoadAgent), and it is the one place where durations, sizes and signals
 // are parsed (ParseDuration, ParseSize, ParseSignal). Other packages get
-// typed values and never see YAML. The schema is the product contract of
-// DESIGN §1.1 and §7; this comment is its reference.
+// typed values and never see YAML. The schema is declared once, by the
+// struct tags of Agent and Daemon (see schema.go); this comment is its
+// reference for people, and a test holds the two to each other.
 //
 // # Using it
 //
@@ -19,12 +20,18 @@
 //
 //	a := config.DefaultAgent()                    // without --config, or
 //	a, err := config.LoadAgent(file, nil)         // with --config FILE
-//	// apply the flags that were given (flags win), set ID and Command
+//	err = a.Set("checks.memory.kill", "2GiB")     // for each flag given: flags win, key by key
+//	a.ID, a.Command = id, argv
 //	a.Normalize()
-//	err = a.Validate(false)
+//	err = a.Validate(true)
 //
 // Normalize must run after the flags, because some defaults derive from
 // other values (startup_timeout from heartbeat_timeout).
+//
+// The daemon's status shows an agent's checks with Checks.Describe and
+// Escalation.Describe. Every error is an *Error with the file, line and key
+// and a Kind to match (ErrUnknownKey, ErrBadValue, …), joined when there
+// are several.
 //
 // # Syntax
 //
@@ -90,7 +97,7 @@
 //	                      # as crash-looping; 0 = no limit
 //	  window: 10m         # duration, > 0 when max_restarts is set
 //	  stable_after: 1m    # duration: a run this long resets the backoff
-//	escalation:           # the kill ladder (DESIGN §4)
+//	escalation:           # the kill ladder: cooperative stop, SIGTERM, SIGKILL
 //	  coop_signal: SIGINT # signal to the main process at the cooperative
 //	                      # stage (--coop-signal); none skips it. SIGKILL and
 //	                      # SIGSTOP are refused (they cannot be caught).
@@ -99,7 +106,7 @@
 //	                      # the stop_timeout after STOPPING=1
 //	  dump_wait: 200ms    # duration, wait after the agent's DUMP_SIGNAL for
 //	                      # its stack traces, before the ladder
-//	checks:               # symptom checks (DESIGN §3); all off by default
+//	checks:               # symptom checks; all off by default
 //	  startup_timeout: 60s    # duration (--startup-timeout); default:
 //	                          # heartbeat_timeout but at least 10s (an agent
 //	                          # that never beats must still die)
@@ -209,5 +216,6 @@
 // error_streak, steps) is one value: set in the agent file it replaces the
 // defaults' check as a whole, and memory: {} (or memory: with no value)
 // turns an inherited check off; heartbeat_timeout: 0 does the same for a
-// timeout.
+// timeout. A flag sets one key: --max-rss 2GiB sets memory.kill and keeps
+// the file's memory.warn.
 package config

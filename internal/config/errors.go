@@ -119,6 +119,15 @@ func parentKey(key string) string {
 	return key[:i]
 }
 
+// problem is one semantic error of a typed configuration. key is the key
+// path shown in the message; at is the key path whose line locates it in a
+// file (key when empty).
+type problem struct {
+	key, at string
+	kind    ErrorKind
+	msg     string
+}
+
 // joinErrors turns collected errors into one error, nil when there are none.
 func joinErrors(errs []*Error) error {
 	if len(errs) == 0 {

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -193,8 +194,8 @@ func (d *decoder) enum(n *yaml.Node, path string, allowed ...string) (string, bo
 	return "", false
 }
 
-// stringList decodes a list of strings. A single string is refused with a
-// hint at the list form.
+// stringList decodes an argv list: a non-empty list of strings. A single
+// string is refused with a hint at the list form.
 func (d *decoder) stringList(n *yaml.Node, path string) ([]string, bool) {
 	n = deref(n)
 	if n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
@@ -203,6 +204,10 @@ func (d *decoder) stringList(n *yaml.Node, path string) ([]string, bool) {
 	}
 	if isNull(n) || n.Kind != yaml.SequenceNode {
 		d.errorf(n, path, "must be a list of strings such as [python3, agent.py], got %s", describe(n))
+		return nil, false
+	}
+	if len(n.Content) == 0 {
+		d.errorf(n, path, "must not be empty: the argv list such as [python3, agent.py]")
 		return nil, false
 	}
 	out := make([]string, 0, len(n.Content))
@@ -217,32 +222,33 @@ func (d *decoder) stringList(n *yaml.Node, path string) ([]string, bool) {
 	return out, ok
 }
 
-// stringMap decodes a mapping of free-form keys to strings (env, labels).
-func (d *decoder) stringMap(n *yaml.Node, path string) (map[string]string, bool) {
+// stringMap decodes a mapping of free-form names to strings (env, labels)
+// into the map v, over the names it has.
+func (d *decoder) stringMap(n *yaml.Node, path string, v reflect.Value) {
 	n = deref(n)
-	out := map[string]string{}
 	if isNull(n) {
-		return out, true
+		return
 	}
 	if n.Kind != yaml.MappingNode {
 		d.errorf(n, path, "must be a mapping of names to strings, got %s", describe(n))
-		return nil, false
+		return
 	}
+	if v.IsNil() {
+		v.Set(reflect.ValueOf(map[string]string{}))
+	}
+	m := v.Interface().(map[string]string)
 	seen := map[string]int{}
-	ok := true
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := deref(n.Content[i])
-		name, good := d.key(k, path, seen)
-		if !good {
-			ok = false
+		name, ok := d.key(k, path, seen)
+		if !ok {
 			continue
 		}
 		d.lines[join(path, name)] = k.Line
-		v, good := d.str(n.Content[i+1], join(path, name))
-		ok = ok && good
-		out[name] = v
+		if s, ok := d.str(n.Content[i+1], join(path, name)); ok {
+			m[name] = s
+		}
 	}
-	return out, ok
 }
 
 // signal decodes a signal with ParseSignal (SIGINT, INT, 2, none).
