@@ -117,3 +117,13 @@ func TestSchemaKeys(t *testing.T) {
 		"containment", "audit", "audit.max_bytes", "audit.keep", "logs", "logs.max_bytes", "logs.keep", "heartbeat_rate", "defaults",
 	}, schemaKeys(reflect.TypeFor[Daemon](), ""))
 }
+
+// Every pointer of Checks is a check: it has its own rules (active,
+// problems) and description, which Normalize, Validate and Describe use.
+func TestChecksAreChecks(t *testing.T) {
+	for f, v := range fields(reflect.ValueOf(&Checks{}).Elem()) {
+		if v.Kind() == reflect.Pointer {
+			require.Implements(t, (*check)(nil), v.Interface(), f.key)
+		}
+	}
+}
