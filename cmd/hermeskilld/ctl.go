@@ -233,10 +233,8 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 			}
 			kv("heartbeats", fmt.Sprint(a.Heartbeats))
 			kv("messages", fmt.Sprintf("%d accepted, %d dropped (forged %d, rate-limited %d)",
-				r.Heartbeat.Accepted, r.Heartbeat.Dropped(), r.Heartbeat.Forged, r.Heartbeat.RateLimited))
-			if a.HeartbeatTimeout > 0 {
-				kv("heartbeat timeout", a.HeartbeatTimeout.String())
-			}
+				r.Messages.Accepted, r.Messages.Dropped, r.Messages.Forged, r.Messages.RateLimited))
+			kv("heartbeat timeout", a.HeartbeatTimeout)
 			if !a.LastProgressAt.IsZero() {
 				kv("last progress", ago(a.LastProgressAt, now))
 			}
@@ -244,12 +242,11 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 			if a.Errors > 0 {
 				kv("errors", fmt.Sprintf("%d (streak %d), last: %s", a.Errors, a.ErrorStreak, display.Clean(a.LastError)))
 			}
-			s := r.Sample
 			fds := "-"
-			if s.HaveFDs {
-				fds = fmt.Sprint(s.FDs)
+			if r.Tree.FDs != nil {
+				fds = fmt.Sprint(*r.Tree.FDs)
 			}
-			kv("tree", fmt.Sprintf("rss %s, cpu %.0f%%, tasks %d, fds %s", sizeText(s.RSSBytes), s.CPUPercent, s.Procs, fds))
+			kv("tree", fmt.Sprintf("rss %s, cpu %.0f%%, tasks %d, fds %s", sizeText(r.Tree.RSSBytes), r.Tree.CPUPercent, r.Tree.Tasks, fds))
 			kv("dump signal", a.DumpSignal)
 			if t := r.Trigger; t != nil {
 				kv("dying of", fmt.Sprintf("%s: %s", t.Check, display.Clean(t.Message)))

@@ -25,9 +25,6 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/control/controltest"
-	"github.com/hermeskill/hermeskilld/internal/heartbeat"
-	"github.com/hermeskill/hermeskilld/internal/supervisor"
-	"github.com/hermeskill/hermeskilld/internal/symptoms"
 	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
@@ -156,6 +153,7 @@ func serveFake(t *testing.T, b control.Backend, opts control.ServerOptions) stri
 
 // fleet is a fake daemon's agents, relative to now.
 func fleet(now time.Time) *controltest.Backend {
+	twenty := 20
 	return controltest.New(control.DaemonInfo{Version: "test", PID: 1},
 		control.AgentStatus{
 			AgentInfo: control.AgentInfo{ID: "research-bot", State: control.StateRunning, PID: 4242,
@@ -167,13 +165,13 @@ func fleet(now time.Time) *controltest.Backend {
 			Checks:     map[string]string{"heartbeat_timeout": "30s", "memory": "warn 1GiB, kill 2GiB for 10s"},
 			Escalation: map[string]string{"coop_signal": "SIGINT", "coop_grace": "10s", "term_grace": "5s"},
 			Pending:    []string{"command changes at the next start"},
-			Symptoms: []symptoms.Symptom{{At: now.Add(-time.Minute), Check: "memory", Severity: "warning",
+			Symptoms: []control.Symptom{{At: now.Add(-time.Minute), Check: "memory", Severity: "warning",
 				Observed: "1.2GiB", Threshold: "1GiB", Message: "tree RSS 1.2GiB over 1GiB"}},
-			Run: &supervisor.Status{ID: "research-bot", State: "running", PID: 4242, Socket: "/run/hermeskill/agents/research-bot.sock",
-				Agent: symptoms.State{Ready: true, ReadyAt: now.Add(-2 * time.Hour), Heartbeats: 250, LastTool: "web_search",
-					Errors: 2, ErrorStreak: 1, LastError: "timeout", HeartbeatTimeout: 30 * time.Second},
-				Sample:    symptoms.Sample{RSSBytes: 1288490188, CPUPercent: 12.5, Procs: 3, FDs: 20, HaveFDs: true},
-				Heartbeat: heartbeat.StatsSnapshot{Accepted: 260, Forged: 2}},
+			Run: &control.RunStatus{State: "running", PID: 4242, Socket: "/run/hermeskill/agents/research-bot.sock",
+				Agent: control.AgentReport{Ready: true, ReadyAt: now.Add(-2 * time.Hour), Heartbeats: 250, LastTool: "web_search",
+					Errors: 2, ErrorStreak: 1, LastError: "timeout", HeartbeatTimeout: "30s"},
+				Tree:     control.TreeSample{RSSBytes: 1288490188, CPUPercent: 12.5, Tasks: 3, FDs: &twenty},
+				Messages: control.MessageCounts{Accepted: 260, Forged: 2, Dropped: 2}},
 			LastCert: "/var/lib/hermeskill/certs/old.json",
 		},
 		control.AgentStatus{AgentInfo: control.AgentInfo{ID: "ops-bot", State: control.StateRunning, PID: 5151,

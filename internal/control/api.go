@@ -2,6 +2,12 @@
 // socket runtime_dir/control.sock (as Docker's API is), callers identified
 // by SO_PEERCRED, and the client the hermeskilld subcommands use.
 //
+// The types of this file are the wire format, version APIVersion (the
+// paths' /v1/ prefix): they belong to the API, not to the packages that
+// fill them, so a field renamed inside hermeskilld never changes what
+// clients receive. Within a version fields are only ever added; docs/
+// operations.md describes them.
+//
 // Authorisation: root and members of the operators group may
 // change things (kill, estop, release); members of the read group, and the
 // operators, may read (list, status, certificates, events); everyone else
@@ -13,10 +19,10 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/hermeskill/hermeskilld/internal/supervisor"
-	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
+
+// APIVersion is the version of the wire format, the prefix of every path.
+const APIVersion = "v1"
 
 // Errors a Backend returns; the server maps them to HTTP statuses and the
 // client maps the statuses back, so errors.Is works on both sides.
@@ -46,14 +52,14 @@ const (
 	StateInvalid     = "invalid"     // its file does not parse; never started
 )
 
-// AgentInfo is one row of `hermeskilld ps`.
+// AgentInfo is one row of `hermeskilld ps`. Times unknown are left out.
 type AgentInfo struct {
 	ID              string            `json:"id"`
 	State           string            `json:"state"`
 	PID             int               `json:"pid,omitempty"`
 	Labels          map[string]string `json:"labels,omitempty"`
-	StartedAt       time.Time         `json:"started_at,omitempty"`
-	LastHeartbeatAt time.Time         `json:"last_heartbeat_at,omitempty"`
+	StartedAt       time.Time         `json:"started_at,omitzero"`
+	LastHeartbeatAt time.Time         `json:"last_heartbeat_at,omitzero"`
 	Progress        uint64            `json:"progress"`
 	CostUSD         float64           `json:"cost_usd"`
 	Tokens          uint64            `json:"tokens"`
@@ -68,24 +74,97 @@ type AgentInfo struct {
 // AgentStatus is everything `hermeskilld status ID` shows.
 type AgentStatus struct {
 	AgentInfo
-	Source      string             `json:"source"`  // the agent file
-	Command     []string           `json:"command"` // as it runs now
-	Mode        string             `json:"mode"`
-	Containment string             `json:"containment,omitempty"`
-	Checks      map[string]string  `json:"checks"`             // check -> threshold, as applied now
-	Escalation  map[string]string  `json:"escalation"`         // coop_signal, coop_grace, term_grace
-	Pending     []string           `json:"pending,omitempty"`  // "command changes at next start", …
-	Symptoms    []symptoms.Symptom `json:"symptoms,omitempty"` // recent, oldest first
-	Run         *supervisor.Status `json:"run,omitempty"`      // the live run, when there is one
-	LastExit    string             `json:"last_exit,omitempty"`
-	LastCert    string             `json:"last_certificate,omitempty"`
-	Quarantine  *Quarantine        `json:"quarantine,omitempty"`
-	ConfigError string             `json:"config_error,omitempty"`
+	Source      string            `json:"source"`  // the agent file
+	Command     []string          `json:"command"` // as it runs now
+	Mode        string            `json:"mode"`
+	Containment string            `json:"containment,omitempty"`
+	Checks      map[string]string `json:"checks"`             // check -> threshold, as applied now
+	Escalation  map[string]string `json:"escalation"`         // coop_signal, coop_grace, term_grace
+	Pending     []string          `json:"pending,omitempty"`  // "command changes at next start", …
+	Symptoms    []Symptom         `json:"symptoms,omitempty"` // recent, oldest first
+	Run         *RunStatus        `json:"run,omitempty"`      // the live run, when there is one
+	LastExit    string            `json:"last_exit,omitempty"`
+	LastCert    string            `json:"last_certificate,omitempty"`
+	Quarantine  *Quarantine       `json:"quarantine,omitempty"`
+	ConfigError string            `json:"config_error,omitempty"`
+}
+
+// Symptom is one finding of a check (the certificate's symptoms_log
+// entries have the same fields).
+type Symptom struct {
+	At        time.Time `json:"at"`
+	Check     string    `json:"check"`
+	Severity  string    `json:"severity"` // warning or terminal
+	Observed  string    `json:"observed"`
+	Threshold string    `json:"threshold"`
+	Message   string    `json:"message"`
+}
+
+// RunStatus is an agent's live run as its supervisor last published it.
+type RunStatus struct {
+	State       string    `json:"state"` // running or stopping
+	PID         int       `json:"pid"`
+	Containment string    `json:"containment"` // cgroup or pgroup
+	Mode        string    `json:"mode"`        // enforce or shadow
+	StartedAt   time.Time `json:"started_at"`
+	Socket      string    `json:"socket"`
+	// Agent is what the agent reported about itself.
+	Agent AgentReport `json:"agent"`
+	// Trigger is the symptom the run is dying of, once one fired.
+	Trigger *Symptom `json:"trigger,omitempty"`
+	// Tree is the kernel's last sample of the process tree.
+	Tree TreeSample `json:"tree"`
+	// Messages counts the datagrams of the heartbeat socket.
+	Messages MessageCounts `json:"messages"`
+}
+
+// AgentReport is what an agent said about itself over its socket.
+type AgentReport struct {
+	Ready            bool      `json:"ready"`
+	ReadyAt          time.Time `json:"ready_at,omitzero"`
+	Status           string    `json:"status,omitempty"`
+	Stopping         bool      `json:"stopping"`
+	Progress         uint64    `json:"progress"`
+	LastProgressAt   time.Time `json:"last_progress_at,omitzero"`
+	Tokens           uint64    `json:"tokens"`
+	CostUSD          float64   `json:"cost_usd"`
+	LastTool         string    `json:"last_tool,omitempty"`
+	LastHeartbeatAt  time.Time `json:"last_heartbeat_at,omitzero"`
+	Heartbeats       uint64    `json:"heartbeats"`
+	Errors           uint64    `json:"errors"`
+	LastError        string    `json:"last_error,omitempty"`
+	ErrorStreak      int       `json:"error_streak"`
+	DumpSignal       string    `json:"dump_signal,omitempty"`
+	HeartbeatTimeout string    `json:"heartbeat_timeout,omitempty"` // as a duration: "30s"
+	Warnings         int       `json:"warnings"`
+}
+
+// TreeSample is one measurement of the agent's process tree.
+type TreeSample struct {
+	RSSBytes   int64   `json:"rss_bytes"`
+	CPUPercent float64 `json:"cpu_percent"` // 100 = one core
+	Tasks      int     `json:"tasks"`       // processes and threads
+	FDs        *int    `json:"fds,omitempty"`
+}
+
+// MessageCounts are the heartbeat socket's counters: datagrams read,
+// delivered, and dropped by reason.
+type MessageCounts struct {
+	Received     uint64 `json:"received"`
+	Accepted     uint64 `json:"accepted"`
+	Dropped      uint64 `json:"dropped"`
+	Oversize     uint64 `json:"oversize"`
+	Malformed    uint64 `json:"malformed"`
+	Forged       uint64 `json:"forged"`
+	Unverifiable uint64 `json:"unverifiable"`
+	RateLimited  uint64 `json:"rate_limited"`
+	Overflow     uint64 `json:"overflow"`
+	Directives   uint64 `json:"directives_sent"`
 }
 
 // Quarantine says why an agent is kept down.
 type Quarantine struct {
-	Since    time.Time `json:"since"`
+	Since    time.Time `json:"since,omitzero"`
 	Reason   string    `json:"reason"`
 	Operator string    `json:"operator,omitempty"`
 }
@@ -96,7 +175,7 @@ type Quarantine struct {
 type KillRequest struct {
 	ID            string            `json:"id,omitempty"`
 	Selector      map[string]string `json:"selector,omitempty"` // label=value, all must match
-	StartedBefore time.Time         `json:"started_before,omitempty"`
+	StartedBefore time.Time         `json:"started_before,omitzero"`
 	Reason        string            `json:"reason"` // required
 	Operator      string            `json:"operator,omitempty"`
 	// Wait: return once the agents are dead and their certificates are

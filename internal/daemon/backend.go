@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/hermeskill/hermeskilld/internal/audit"
 	"github.com/hermeskill/hermeskilld/internal/certs"
@@ -104,11 +103,11 @@ func (d *Daemon) Status(id string) (control.AgentStatus, error) {
 		return d.statusWithoutSlot(id)
 	}
 	info, run := s.info()
-	st := control.AgentStatus{AgentInfo: info, Run: run}
+	st := control.AgentStatus{AgentInfo: info}
 	s.mu.Lock()
 	if a := s.cfg; a != nil {
 		st.Source, st.Command, st.Mode = a.Source, a.Command, string(a.Mode)
-		st.Checks, st.Escalation = describeChecks(a.Checks), describeEscalation(a.Escalation)
+		st.Checks, st.Escalation = kvMap(a.Checks.Describe()), kvMap(a.Escalation.Describe())
 	}
 	st.Pending = slices.Clone(s.pending)
 	if len(st.Pending) > 0 {
@@ -119,7 +118,8 @@ func (d *Daemon) Status(id string) (control.AgentStatus, error) {
 	st.LastExit, st.LastCert, st.ConfigError = s.lastExit, s.lastCert, s.configErr
 	s.mu.Unlock()
 	if run != nil {
-		st.Containment, st.Symptoms = run.Containment, run.Symptoms
+		st.Run = wireRun(*run)
+		st.Containment, st.Symptoms = run.Containment, wireSymptoms(run.Symptoms)
 	}
 	if q, ok := d.held.quarantined(id); ok {
 		st.Quarantine = &q
@@ -152,92 +152,13 @@ func (d *Daemon) statusWithoutSlot(id string) (control.AgentStatus, error) {
 	return st, nil
 }
 
-func describeChecks(c config.Checks) map[string]string {
-	m := map[string]string{}
-	dur := func(k string, v time.Duration) {
-		if v > 0 {
-			m[k] = config.FormatDuration(v)
-		}
-	}
-	dur("startup_timeout", c.StartupTimeout)
-	dur("heartbeat_timeout", c.HeartbeatTimeout)
-	dur("progress_timeout", c.ProgressTimeout)
-	dur("max_runtime", c.MaxRuntime)
-	warnKill := func(k string, warn, kill string) {
-		switch {
-		case warn != "" && kill != "":
-			m[k] = "warn " + warn + ", kill " + kill
-		case kill != "":
-			m[k] = "kill " + kill
-		case warn != "":
-			m[k] = "warn " + warn
-		}
-	}
-	num := func(v int64) string {
-		if v == 0 {
-			return ""
-		}
-		return fmt.Sprint(v)
-	}
-	size := func(v int64) string {
-		if v == 0 {
-			return ""
-		}
-		return config.FormatSize(v)
-	}
-	forText := func(f time.Duration) string {
-		if f > 0 {
-			return " for " + config.FormatDuration(f)
-		}
-		return ""
-	}
-	if x := c.Memory; x != nil {
-		warnKill("memory", size(x.Warn), size(x.Kill))
-		m["memory"] += forText(x.For)
-	}
-	if x := c.Procs; x != nil {
-		warnKill("procs", num(x.Warn), num(x.Kill))
-	}
-	if x := c.FDs; x != nil {
-		warnKill("fds", num(x.Warn), num(x.Kill))
-	}
-	if x := c.Tokens; x != nil {
-		warnKill("tokens", num(x.Warn), num(x.Kill))
-	}
-	if x := c.Steps; x != nil {
-		warnKill("steps", num(x.Warn), num(x.Kill))
-	}
-	if x := c.ErrorStreak; x != nil {
-		warnKill("error_streak", num(x.Warn), num(x.Kill))
-	}
-	if x := c.Cost; x != nil {
-		usd := func(v float64) string {
-			if v == 0 {
-				return ""
-			}
-			return fmt.Sprintf("$%.2f", v)
-		}
-		warnKill("cost", usd(x.Warn), usd(x.Kill))
-	}
-	if x := c.CPUSpin; x != nil {
-		m["cpu_spin"] = fmt.Sprintf("%.0f%%%s", x.Percent, forText(x.For))
-		if x.OnlyWithoutProgress {
-			m["cpu_spin"] += " without progress"
-		}
-	}
-	if x := c.ToolLoop; x != nil {
-		m["tool_loop"] = fmt.Sprintf("%d repeats", x.Repeats)
+// kvMap is a description, key by key, as the wire format's map.
+func kvMap(kvs []config.KV) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[kv.Key] = kv.Value
 	}
 	return m
-}
-
-func describeEscalation(e config.Escalation) map[string]string {
-	sig := "none"
-	if e.CoopSignal != 0 {
-		sig = config.SignalName(e.CoopSignal)
-	}
-	return map[string]string{"coop_signal": sig, "coop_grace": config.FormatDuration(e.CoopGrace),
-		"term_grace": config.FormatDuration(e.TermGrace), "dump_wait": config.FormatDuration(e.DumpWait)}
 }
 
 // Kill is POST /v1/kill: one agent, or a cohort by labels and start time,
