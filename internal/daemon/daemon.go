@@ -64,7 +64,7 @@ type Daemon struct {
 
 	// starter starts one run of an agent: startRun, a fake in tests.
 	starter  func(s *slot, a *config.Agent) (agentRun, error)
-	stopping chan struct{} // closed when shutdown begins
+	stopping chan struct{}  // closed when shutdown begins
 	tasks    sync.WaitGroup // e-stops and other work started on the side
 
 	mu      sync.Mutex
