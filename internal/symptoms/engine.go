@@ -17,6 +17,11 @@ const maxLog = 256
 type Config struct {
 	config.Checks
 	StopTimeout time.Duration
+	// Metered: the agent's LLM traffic goes through hermeskilld's gateway,
+	// so the tokens and cost budgets use what was metered on the wire
+	// (ObserveMetered); what the agent reports itself is kept beside it
+	// (State.Tokens, State.CostUSD) and decides nothing.
+	Metered bool
 	// Shadow keeps every check running after a terminal symptom, so that
 	// each check that would have killed the agent is reported, once: shadow
 	// mode records them all, where enforcing stops at the first. Terminal
@@ -37,6 +42,11 @@ type State struct {
 	LastProgressAt   time.Time     `json:"last_progress_at"`
 	Tokens           uint64        `json:"tokens"`
 	CostUSD          float64       `json:"cost_usd"`
+	// Metered figures (Config.Metered): what the gateway counted.
+	MeteredTokens  uint64  `json:"metered_tokens,omitempty"`
+	MeteredCostUSD float64 `json:"metered_cost_usd,omitempty"`
+	// CostUnknown: a metered request used a model with no price.
+	CostUnknown bool `json:"cost_unknown,omitempty"`
 	LastTool         string        `json:"last_tool"`
 	LastHeartbeat    time.Time     `json:"last_heartbeat_at"`
 	Heartbeats       uint64        `json:"heartbeats"`
@@ -222,11 +232,15 @@ func (e *Engine) Observe(m *heartbeat.Message, now time.Time) []Symptom {
 	}
 	if m.Has(heartbeat.FieldTokens) {
 		e.st.Tokens = m.Tokens
-		out = append(out, e.budgetInt(Tokens, "tokens", sat(m.Tokens), e.cfg.Tokens, now)...)
+		if !e.cfg.Metered {
+			out = append(out, e.budgetInt(Tokens, "tokens", sat(m.Tokens), e.cfg.Tokens, now)...)
+		}
 	}
 	if m.Has(heartbeat.FieldCostUSD) {
 		e.st.CostUSD = m.CostUSD
-		out = append(out, e.cost(now)...)
+		if !e.cfg.Metered {
+			out = append(out, e.cost(now)...)
+		}
 	}
 	if m.Has(heartbeat.FieldTool) {
 		e.st.LastTool = m.Tool

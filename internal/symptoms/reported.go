@@ -40,12 +40,21 @@ func (e *Engine) budgetInt(c Check, what string, v int64, l *config.Limit, now t
 	return nil
 }
 
+// spent is what the budgets count: metered figures with the gateway,
+// the agent's own reports without.
+func (e *Engine) spent() (tokens uint64, costUSD float64) {
+	if e.cfg.Metered {
+		return e.st.MeteredTokens, e.st.MeteredCostUSD
+	}
+	return e.st.Tokens, e.st.CostUSD
+}
+
 func (e *Engine) cost(now time.Time) []Symptom {
 	l := e.cfg.Cost
 	if l == nil {
 		return nil
 	}
-	v := e.st.CostUSD
+	_, v := e.spent()
 	if l.Kill > 0 && v > l.Kill {
 		return e.fire(Symptom{At: now, Check: Cost, Severity: Terminal, Observed: usd(v), Threshold: usd(l.Kill),
 			Message: fmt.Sprintf("cost %s over kill threshold %s", usd(v), usd(l.Kill))})
@@ -61,7 +70,8 @@ func (e *Engine) cost(now time.Time) []Symptom {
 // thresholds (after Reconfigure: they apply at once, not at the next report).
 func (e *Engine) reported(now time.Time) []Symptom {
 	var out []Symptom
-	out = append(out, e.budgetInt(Tokens, "tokens", sat(e.st.Tokens), e.cfg.Tokens, now)...)
+	tokens, _ := e.spent()
+	out = append(out, e.budgetInt(Tokens, "tokens", sat(tokens), e.cfg.Tokens, now)...)
 	out = append(out, e.cost(now)...)
 	out = append(out, e.budgetInt(Steps, "steps", sat(e.st.Progress), e.cfg.Steps, now)...)
 	out = append(out, e.errorStreak(now)...)
@@ -93,6 +103,36 @@ func (e *Engine) errorStreak(now time.Time) []Symptom {
 	}
 	return nil
 }
+
+// ObserveMetered applies one LLM request the gateway metered: tokens (all
+// kinds) and its cost, or, for a model with no price, a warning once —
+// spend that cannot be priced is never silently $0. A tool call seen in
+// the response counts for tool_loop as a client's TOOL would. Deadlines
+// are evaluated at now first, as in Observe.
+func (e *Engine) ObserveMetered(tokens uint64, costUSD float64, priced bool, model string, tools []ToolCall, now time.Time) []Symptom {
+	out := e.Tick(now)
+	e.st.MeteredTokens += tokens
+	e.st.MeteredCostUSD += costUSD
+	if !priced && !e.st.CostUnknown {
+		e.st.CostUnknown = true
+		s := Symptom{At: now, Check: Cost, Severity: Warning, Observed: "unknown", Threshold: "",
+			Message: fmt.Sprintf("model %q has no price: its tokens are counted, its cost is not (add it, or default_price, to the price file)", model)}
+		e.record(s)
+		out = append(out, s)
+	}
+	if e.cfg.Metered {
+		out = append(out, e.budgetInt(Tokens, "tokens", sat(e.st.MeteredTokens), e.cfg.Tokens, now)...)
+		out = append(out, e.cost(now)...)
+	}
+	for _, t := range tools {
+		e.st.LastTool = t.Name
+		out = append(out, e.toolCall(t.Name, t.ArgsSHA256, now)...)
+	}
+	return out
+}
+
+// ToolCall is one tool call seen on the wire.
+type ToolCall struct{ Name, ArgsSHA256 string }
 
 func (e *Engine) toolCall(name, argsHash string, now time.Time) []Symptom {
 	e.tools.add(toolKey{name, argsHash})

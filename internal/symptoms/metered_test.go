@@ -1,0 +1,71 @@
+package symptoms
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hermeskill/hermeskilld/internal/config"
+)
+
+// With the gateway, the budgets count what was metered on the wire: a
+// dishonest agent that reports nothing (or too little) still dies of its
+// spend, and what it reported stays in the state beside the truth.
+func TestMeteredBudgets(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	e := New(Config{Metered: true, Checks: config.Checks{
+		Tokens: &config.Limit{Kill: 10_000},
+		Cost:   &config.CostLimit{Warn: 0.50, Kill: 1.00},
+	}}, now)
+	require.Empty(t, e.Observe(msg(tokens(1), cost(0.001)), now), "self-reported figures decide nothing")
+
+	require.Empty(t, e.ObserveMetered(2000, 0.40, true, "gpt-4.1-mini", nil, now))
+	w := one(t, e.ObserveMetered(2000, 0.40, true, "gpt-4.1-mini", nil, now))
+	require.Equal(t, Cost, w.Check)
+	require.Equal(t, Warning, w.Severity)
+	require.Equal(t, "$0.80", w.Observed)
+	k := one(t, e.ObserveMetered(2000, 0.40, true, "gpt-4.1-mini", nil, now))
+	require.Equal(t, Terminal, k.Severity)
+	require.Equal(t, "cost $1.20 over kill threshold $1.00", k.Message)
+
+	st := e.State()
+	require.EqualValues(t, 6000, st.MeteredTokens)
+	require.InDelta(t, 1.20, st.MeteredCostUSD, 1e-9)
+	require.EqualValues(t, 1, st.Tokens, "the agent's own report is kept")
+	require.InDelta(t, 0.001, st.CostUSD, 1e-9)
+}
+
+// Without the gateway nothing changes: the agent's reports decide.
+func TestReportedBudgetsWithoutGateway(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	e := New(Config{Checks: config.Checks{Cost: &config.CostLimit{Kill: 1.00}}}, now)
+	require.Equal(t, Cost, one(t, e.Observe(msg(cost(2)), now)).Check)
+}
+
+// A model with no price: its tokens count, and a warning says the cost
+// is unknown — once — never a silent $0.
+func TestMeteredUnpricedModel(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	e := New(Config{Metered: true, Checks: config.Checks{Tokens: &config.Limit{Kill: 1500}}}, now)
+	w := one(t, e.ObserveMetered(1000, 0, false, "mystery-model", nil, now))
+	require.Equal(t, Cost, w.Check)
+	require.Equal(t, Warning, w.Severity)
+	require.Contains(t, w.Message, `model "mystery-model" has no price`)
+	require.True(t, e.State().CostUnknown)
+	k := one(t, e.ObserveMetered(1000, 0, false, "mystery-model", nil, now))
+	require.Equal(t, Tokens, k.Check, "tokens still counted; the warning was once")
+	require.Equal(t, 1, e.State().Warnings)
+}
+
+// Tool calls seen on the wire feed tool_loop exactly as TOOL does.
+func TestMeteredToolLoop(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	e := New(Config{Metered: true, Checks: config.Checks{ToolLoop: &config.ToolLoop{Repeats: 3}}}, now)
+	call := []ToolCall{{Name: "web_search", ArgsSHA256: "ab"}}
+	require.Empty(t, e.ObserveMetered(10, 0.01, true, "m", call, now))
+	require.Empty(t, e.ObserveMetered(10, 0.01, true, "m", call, now))
+	s := one(t, e.ObserveMetered(10, 0.01, true, "m", call, now))
+	require.Equal(t, ToolLoop, s.Check)
+	require.Equal(t, "web_search", e.State().LastTool)
+}
