@@ -31,22 +31,22 @@ type Config struct {
 
 // State is what the agent reported about itself, for `ps` and the certificate.
 type State struct {
-	Started          time.Time     `json:"started_at"`
-	Ready            bool          `json:"ready"`
-	ReadyAt          time.Time     `json:"ready_at"`
-	Status           string        `json:"status"`
-	Stopping         bool          `json:"stopping"`
-	MainPID          int           `json:"main_pid,omitempty"`
-	Errno            *int          `json:"errno,omitempty"`
-	Progress         uint64        `json:"progress"`
-	LastProgressAt   time.Time     `json:"last_progress_at"`
-	Tokens           uint64        `json:"tokens"`
-	CostUSD          float64       `json:"cost_usd"`
+	Started        time.Time `json:"started_at"`
+	Ready          bool      `json:"ready"`
+	ReadyAt        time.Time `json:"ready_at"`
+	Status         string    `json:"status"`
+	Stopping       bool      `json:"stopping"`
+	MainPID        int       `json:"main_pid,omitempty"`
+	Errno          *int      `json:"errno,omitempty"`
+	Progress       uint64    `json:"progress"`
+	LastProgressAt time.Time `json:"last_progress_at"`
+	Tokens         uint64    `json:"tokens"`
+	CostUSD        float64   `json:"cost_usd"`
 	// Metered figures (Config.Metered): what the gateway counted.
 	MeteredTokens  uint64  `json:"metered_tokens,omitempty"`
 	MeteredCostUSD float64 `json:"metered_cost_usd,omitempty"`
 	// CostUnknown: a metered request used a model with no price.
-	CostUnknown bool `json:"cost_unknown,omitempty"`
+	CostUnknown      bool          `json:"cost_unknown,omitempty"`
 	LastTool         string        `json:"last_tool"`
 	LastHeartbeat    time.Time     `json:"last_heartbeat_at"`
 	Heartbeats       uint64        `json:"heartbeats"`
