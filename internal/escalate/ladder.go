@@ -28,6 +28,7 @@ const (
 
 // Step names recorded in the shutdown log.
 const (
+	StepRevoked     = "capabilities_revoked"
 	StepDumpSignal  = "dump_signal_sent"
 	StepDirective   = "directive_sent"
 	StepCoopSignal  = "coop_signal_sent"
@@ -61,6 +62,11 @@ type Target interface {
 
 // Plan is one run of the ladder.
 type Plan struct {
+	// Revoke, when set, withdraws what the agent may use before anything
+	// is sent to it (its LLM gateway handle: from now on its requests are
+	// refused); it returns the step's detail. It is the ladder's first
+	// step, even when hurried.
+	Revoke func() map[string]any
 	// Dump, when set, sends the agent's announced DUMP_SIGNAL (named by
 	// DumpSignal, for the record) to the process that announced it, before
 	// the cooperative stage; the ladder then waits DumpWait so the agent's

@@ -287,3 +287,19 @@ func shdPnd(t *testing.T, pid int) string {
 	t.Fatalf("no ShdPnd in /proc/%d/status", pid)
 	return ""
 }
+
+// Revocation is the ladder's first step, before any signal, even hurried.
+func TestRevokeFirst(t *testing.T) {
+	tree, _ := start(t, "exit-on-int")
+	hurry := make(chan struct{})
+	close(hurry)
+	p := plan()
+	p.Hurry = hurry
+	revoked := 0
+	p.Revoke = func() map[string]any { revoked++; return map[string]any{"requests_in_flight": 1} }
+	res := escalate.Run(tree, p)
+	require.Equal(t, 1, revoked)
+	require.Equal(t, escalate.StepRevoked, res.Steps[0].Name)
+	require.Equal(t, 1, res.Steps[0].Detail["requests_in_flight"])
+	require.Equal(t, escalate.StepSIGKILL, res.Steps[1].Name)
+}

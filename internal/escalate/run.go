@@ -98,6 +98,10 @@ func (r *runner) noteMainExit() {
 
 func (r *runner) run() {
 	defer r.release()
+	if r.p.Revoke != nil {
+		at := time.Now()
+		r.record(StepRevoked, at, r.p.Revoke())
+	}
 	if r.t.Empty() {
 		r.res.Empty = true
 		return // already exited: success, nothing to send
