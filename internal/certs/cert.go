@@ -74,8 +74,39 @@ type Certificate struct {
 	ProcessTree    []Proc            `json:"process_tree"`
 	LastOutput     *LastOutput       `json:"last_output,omitempty"`
 	Survivors      []Survivor        `json:"survivors"`
+	Metered        *Metered          `json:"metered,omitempty"`
 	AuditAnchor    *AuditAnchor      `json:"audit_anchor,omitempty"`
 	Signature      *Signature        `json:"signature,omitempty"`
+}
+
+// Metered is what hermeskilld's LLM gateway counted on the wire during the
+// run (present when the agent's LLM traffic went through it): the figures
+// the tokens and cost checks used. final_state's tokens and cost_usd stay
+// what the agent reported about itself.
+type Metered struct {
+	Requests int64   `json:"requests"`
+	Refused  int64   `json:"refused"` // after the revocation, or outside the API
+	Errors   int64   `json:"errors"`  // upstream or transport errors
+	Tokens   int64   `json:"tokens"`
+	CostUSD  float64 `json:"cost_usd"`
+	// CostKnown is false when a model had no price: cost_usd then counts
+	// only the priced ones.
+	CostKnown      bool         `json:"cost_known"`
+	Models         []ModelUsage `json:"models"`
+	FirstRequestAt time.Time    `json:"first_request_at"`
+	LastRequestAt  time.Time    `json:"last_request_at"`
+	RevokedAt      time.Time    `json:"revoked_at"`
+}
+
+// ModelUsage is one model's metered use.
+type ModelUsage struct {
+	Model             string  `json:"model"`
+	Requests          int64   `json:"requests"`
+	InputTokens       int64   `json:"input_tokens"`
+	OutputTokens      int64   `json:"output_tokens"`
+	CachedInputTokens int64   `json:"cached_input_tokens"`
+	CostUSD           float64 `json:"cost_usd"`
+	Priced            bool    `json:"priced"`
 }
 
 // Escalation says how far the ladder went and with which settings.
@@ -200,8 +231,40 @@ type certWire struct {
 	ProcessTree    []Proc            `json:"process_tree"`
 	LastOutput     *LastOutput       `json:"last_output,omitempty"`
 	Survivors      []Survivor        `json:"survivors"`
+	Metered        *meteredWire      `json:"metered,omitempty"`
 	AuditAnchor    *AuditAnchor      `json:"audit_anchor,omitempty"`
 	Signature      *Signature        `json:"signature,omitempty"`
+}
+
+type meteredWire struct {
+	Requests       int64        `json:"requests"`
+	Refused        int64        `json:"refused"`
+	Errors         int64        `json:"errors"`
+	Tokens         int64        `json:"tokens"`
+	CostUSD        float64      `json:"cost_usd"`
+	CostKnown      bool         `json:"cost_known"`
+	Models         []ModelUsage `json:"models"`
+	FirstRequestAt jsonTime     `json:"first_request_at"`
+	LastRequestAt  jsonTime     `json:"last_request_at"`
+	RevokedAt      jsonTime     `json:"revoked_at"`
+}
+
+func (m *Metered) wire() *meteredWire {
+	if m == nil {
+		return nil
+	}
+	return &meteredWire{Requests: m.Requests, Refused: m.Refused, Errors: m.Errors, Tokens: m.Tokens, CostUSD: m.CostUSD,
+		CostKnown: m.CostKnown, Models: nonNil(m.Models), FirstRequestAt: jsonTime(m.FirstRequestAt),
+		LastRequestAt: jsonTime(m.LastRequestAt), RevokedAt: jsonTime(m.RevokedAt)}
+}
+
+func (w *meteredWire) public() *Metered {
+	if w == nil {
+		return nil
+	}
+	return &Metered{Requests: w.Requests, Refused: w.Refused, Errors: w.Errors, Tokens: w.Tokens, CostUSD: w.CostUSD,
+		CostKnown: w.CostKnown, Models: w.Models, FirstRequestAt: time.Time(w.FirstRequestAt),
+		LastRequestAt: time.Time(w.LastRequestAt), RevokedAt: time.Time(w.RevokedAt)}
 }
 
 type symptomWire struct {
@@ -247,7 +310,7 @@ func (c Certificate) MarshalJSON() ([]byte, error) {
 		OperatorReason: c.OperatorReason, Escalation: c.Escalation, Exit: c.Exit,
 		SymptomsLog: nonNil(c.SymptomsLog), ShutdownLog: nonNil(c.ShutdownLog),
 		FinalState: c.FinalState, ProcessTree: nonNil(c.ProcessTree), LastOutput: c.LastOutput,
-		Survivors: nonNil(c.Survivors), AuditAnchor: c.AuditAnchor, Signature: c.Signature,
+		Survivors: nonNil(c.Survivors), Metered: c.Metered.wire(), AuditAnchor: c.AuditAnchor, Signature: c.Signature,
 	})
 }
 
@@ -266,7 +329,7 @@ func (c *Certificate) UnmarshalJSON(b []byte) error {
 		OperatorReason: w.OperatorReason, Escalation: w.Escalation, Exit: w.Exit,
 		SymptomsLog: w.SymptomsLog, ShutdownLog: w.ShutdownLog, FinalState: w.FinalState,
 		ProcessTree: w.ProcessTree, LastOutput: w.LastOutput, Survivors: w.Survivors,
-		AuditAnchor: w.AuditAnchor, Signature: w.Signature,
+		Metered: w.Metered.public(), AuditAnchor: w.AuditAnchor, Signature: w.Signature,
 	}
 	return nil
 }

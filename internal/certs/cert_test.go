@@ -161,7 +161,12 @@ func TestMarshalNil(t *testing.T) {
 // TestWireMirrorsPublic guards the hand-written wire types: same fields,
 // same order, same JSON tags, same types except that time.Time is jsonTime.
 func TestWireMirrorsPublic(t *testing.T) {
-	for _, pair := range [][2]any{{Certificate{}, certWire{}}, {Symptom{}, symptomWire{}}, {Step{}, stepWire{}}, {FinalState{}, finalStateWire{}}} {
+	wires := map[reflect.Type]reflect.Type{
+		reflect.TypeOf(time.Time{}): reflect.TypeOf(jsonTime{}),
+		reflect.TypeOf(&Metered{}):  reflect.TypeOf(&meteredWire{}),
+	}
+	for _, pair := range [][2]any{{Certificate{}, certWire{}}, {Symptom{}, symptomWire{}}, {Step{}, stepWire{}},
+		{FinalState{}, finalStateWire{}}, {Metered{}, meteredWire{}}} {
 		pub, wire := reflect.TypeOf(pair[0]), reflect.TypeOf(pair[1])
 		require.Equal(t, pub.NumField(), wire.NumField(), "%s vs %s", pub, wire)
 		for i := range pub.NumField() {
@@ -169,8 +174,8 @@ func TestWireMirrorsPublic(t *testing.T) {
 			assert.Equal(t, p.Name, w.Name, "%s field %d", pub, i)
 			assert.Equal(t, p.Tag, w.Tag, "%s.%s", pub, p.Name)
 			want := p.Type
-			if want == reflect.TypeOf(time.Time{}) {
-				want = reflect.TypeOf(jsonTime{})
+			if mirrored, ok := wires[want]; ok {
+				want = mirrored
 			}
 			assert.Equal(t, want, w.Type, "%s.%s", pub, p.Name)
 		}

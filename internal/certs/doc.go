@@ -77,6 +77,15 @@
 //     here); omitted when not captured. Invalid UTF-8 is replaced by U+FFFD.
 //   - survivors: processes still alive when hermeskilld stopped waiting (for
 //     example in D state); each has pid, state and cmdline. Usually [].
+//   - metered: present when the agent's LLM traffic went through
+//     hermeskilld's gateway — what was counted on the wire: requests,
+//     refused (after the revocation, or outside the API), errors, tokens,
+//     cost_usd, cost_known (false when a model had no price), models (each
+//     with model, requests, input_tokens, output_tokens,
+//     cached_input_tokens, cost_usd, priced), first_request_at,
+//     last_request_at and revoked_at (null when not revoked). The tokens and
+//     cost checks used these figures; final_state keeps what the agent
+//     reported about itself.
 //   - audit_anchor: the head of the audit log when the certificate was
 //     made — seq (of the log's last line) and sha256 (of that line, as the
 //     next line's prev_sha256 carries it); omitted when there is no audit

@@ -80,8 +80,12 @@ func fullCert() *Certificate {
 			{PID: 4250, PPID: 4242, Cmdline: "sh -c curl https://example.com", State: "S", RSSBytes: 2097152, CPUS: 0.01, Threads: 1, FDs: 3},
 			{PID: 4251, PPID: 4250, Cmdline: "curl https://example.com", State: "D", RSSBytes: 5242880, CPUS: 10, Threads: 1, FDs: 5},
 		},
-		LastOutput:  &LastOutput{Stderr: stderr.String(), Stdout: "step 17: planning\n"},
-		Survivors:   []Survivor{},
+		LastOutput: &LastOutput{Stderr: stderr.String(), Stdout: "step 17: planning\n"},
+		Survivors:  []Survivor{},
+		Metered: &Metered{Requests: 42, Refused: 1, Errors: 2, Tokens: 130000, CostUSD: 1.3125, CostKnown: true,
+			Models: []ModelUsage{{Model: "gpt-4.1-mini", Requests: 42, InputTokens: 100000, OutputTokens: 30000,
+				CachedInputTokens: 20000, CostUSD: 1.3125, Priced: true}},
+			FirstRequestAt: trig.Add(-time.Hour), LastRequestAt: trig.Add(-time.Second), RevokedAt: trig},
 		AuditAnchor: &AuditAnchor{Seq: 1234, SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},
 	}
 }

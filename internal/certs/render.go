@@ -142,6 +142,24 @@ func (r *renderer) identity() {
 			fmt.Fprintf(tw, "operator\t%s\n", op)
 		}
 		fmt.Fprintf(tw, "exit\t%s\n", display.OrDash(exitText(c.Exit)))
+		if m := c.Metered; m != nil {
+			cost := fmt.Sprintf("$%.4f", m.CostUSD)
+			if !m.CostKnown {
+				cost += " (a model had no price)"
+			}
+			line := fmt.Sprintf("%d requests, %d tokens, %s", m.Requests, m.Tokens, cost)
+			if m.Refused > 0 || m.Errors > 0 {
+				line += fmt.Sprintf(", %d refused, %d errors", m.Refused, m.Errors)
+			}
+			if !m.RevokedAt.IsZero() {
+				line += ", revoked " + stamp(m.RevokedAt)
+			}
+			fmt.Fprintf(tw, "metered\t%s (gateway)\n", line)
+			for _, u := range m.Models {
+				fmt.Fprintf(tw, "\t  %s: %d requests, in %d (cached %d), out %d, $%.4f\n", display.Clean(u.Model), u.Requests,
+					u.InputTokens, u.CachedInputTokens, u.OutputTokens, u.CostUSD)
+			}
+		}
 		if a := c.AuditAnchor; a != nil {
 			fmt.Fprintf(tw, "audit log\tseq %d  sha256 %s\n", a.Seq, display.OrDash(display.Clean(a.SHA256)))
 		}
