@@ -1,0 +1,340 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults of Config's bounds.
+const (
+	DefaultListen                = "127.0.0.1:0"
+	DefaultMaxRequestBytes       = 8 << 20
+	DefaultMaxResponseBytes      = 16 << 20
+	DefaultMaxEventBytes         = 4 << 20
+	DefaultMaxToolArgsBytes      = 1 << 20
+	DefaultRequestTimeout        = time.Minute
+	DefaultUpstreamHeaderTimeout = 10 * time.Minute
+	DefaultStreamIdleTimeout     = 5 * time.Minute
+	DefaultAgentWriteTimeout     = time.Minute
+	DefaultIdleTimeout           = 2 * time.Minute
+)
+
+// shutdownWait bounds Serve's wait for the connections to close once the
+// requests in flight were cut.
+const shutdownWait = 5 * time.Second
+
+// ErrNotLoopback: Config.Listen is not a loopback address.
+var ErrNotLoopback = errors.New("not a loopback address")
+
+// Config is a gateway's settings. Zero bounds take their defaults.
+type Config struct {
+	Upstreams []Upstream
+	Prices    *Prices // nil: every model is unpriced
+	// Listen is a loopback host:port ("127.0.0.1:0", "[::1]:8089",
+	// "localhost:0"); DefaultListen when empty.
+	Listen string
+	Log    *zap.Logger // nil: no logs
+
+	// MaxRequestBytes bounds an agent's request body (413 above).
+	MaxRequestBytes int64
+	// MaxResponseBytes bounds what is held of a non-streamed response to
+	// read its usage; a larger body is forwarded, not metered.
+	MaxResponseBytes int64
+	// MaxEventBytes bounds a stream event held before it is forwarded; a
+	// larger one is forwarded as it comes, not metered.
+	MaxEventBytes int
+	// MaxToolArgsBytes bounds one tool call's assembled arguments; longer
+	// ones are hashed at the bound and marked Truncated.
+	MaxToolArgsBytes int
+	// RequestTimeout bounds reading an agent's request, headers and body.
+	RequestTimeout time.Duration
+	// UpstreamHeaderTimeout bounds the wait for the upstream's response
+	// headers (a non-streamed completion sends them when it is done).
+	UpstreamHeaderTimeout time.Duration
+	// StreamIdleTimeout bounds the silence of an upstream's response body.
+	StreamIdleTimeout time.Duration
+	// AgentWriteTimeout bounds each write to the agent.
+	AgentWriteTimeout time.Duration
+	// IdleTimeout bounds an agent's idle keep-alive connection.
+	IdleTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Log == nil {
+		c.Log = zap.NewNop()
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if c.MaxEventBytes <= 0 {
+		c.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if c.MaxToolArgsBytes <= 0 {
+		c.MaxToolArgsBytes = DefaultMaxToolArgsBytes
+	}
+	def(&c.RequestTimeout, DefaultRequestTimeout)
+	def(&c.UpstreamHeaderTimeout, DefaultUpstreamHeaderTimeout)
+	def(&c.StreamIdleTimeout, DefaultStreamIdleTimeout)
+	def(&c.AgentWriteTimeout, DefaultAgentWriteTimeout)
+	def(&c.IdleTimeout, DefaultIdleTimeout)
+}
+
+// Gateway serves the agents' LLM requests on loopback.
+type Gateway struct {
+	cfg       Config
+	log       *zap.Logger
+	ln        net.Listener
+	srv       *http.Server
+	transport *http.Transport
+	upstreams map[string]*upstream
+	env       []envVars
+
+	// stop cuts every request in flight (their contexts derive from ctx).
+	ctx  context.Context
+	stop context.CancelCauseFunc
+
+	mu     sync.RWMutex
+	grants map[[sha256.Size]byte]*Grant
+}
+
+// upstream is a configured Upstream with its key.
+type upstream struct {
+	Upstream
+	key string
+}
+
+// envVars names the variables that give an agent one upstream.
+type envVars struct {
+	name         string // the upstream's
+	baseURL, key string // variable names
+}
+
+// New checks cfg, reads the upstreams' keys and opens the listener. Serve
+// then serves; Close releases the listener when Serve is never called.
+func New(cfg Config) (*Gateway, error) {
+	cfg.setDefaults()
+	if len(cfg.Upstreams) == 0 {
+		return nil, errors.New("llm gateway: no upstream")
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Log, upstreams: map[string]*upstream{}, grants: map[[sha256.Size]byte]*Grant{}}
+	for _, u := range cfg.Upstreams {
+		if err := u.validate(); err != nil {
+			return nil, fmt.Errorf("llm upstream %s: %w", u.Name, err)
+		}
+		u.URL = strings.TrimSuffix(u.URL, "/")
+		if g.upstreams[u.Name] != nil {
+			return nil, fmt.Errorf("llm upstream %s: configured twice", u.Name)
+		}
+		up := &upstream{Upstream: u}
+		if u.KeyFile != "" {
+			key, err := LoadKey(u.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("llm upstream %s: %w", u.Name, err)
+			}
+			up.key = key
+		}
+		g.upstreams[u.Name] = up
+	}
+	var err error
+	if g.env, err = envFor(cfg.Upstreams); err != nil {
+		return nil, err
+	}
+	if err := checkLoopback(cfg.Listen); err != nil {
+		return nil, err
+	}
+	if g.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("llm gateway: %w", err)
+	}
+	g.ctx, g.stop = context.WithCancelCause(context.Background())
+	g.transport = &http.Transport{
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ResponseHeaderTimeout:  cfg.UpstreamHeaderTimeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxIdleConns:           256,
+		MaxIdleConnsPerHost:    64,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: 1 << 20,
+	}
+	g.srv = &http.Server{
+		Handler:           http.HandlerFunc(g.serveHTTP),
+		ReadHeaderTimeout: cfg.RequestTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return g.ctx },
+		ErrorLog:          zap.NewStdLog(cfg.Log.Named("http")),
+	}
+	return g, nil
+}
+
+// checkLoopback refuses a listen address that is not loopback: the
+// gateway must be reachable from this host only.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("llm gateway listen %q: %w", addr, err)
+	}
+	if !loopbackHost(host) {
+		return fmt.Errorf("llm gateway listen %q: %w", addr, ErrNotLoopback)
+	}
+	return nil
+}
+
+// envFor names each upstream's variables: OPENAI_BASE_URL/OPENAI_API_KEY
+// for the openai-style upstream named "openai", else the first of that
+// style; ANTHROPIC_* likewise; HERMESKILL_LLM_<NAME>_BASE_URL/_API_KEY for
+// the others (NAME upper-cased, '-' as '_').
+func envFor(ups []Upstream) ([]envVars, error) {
+	primary := map[Style]string{}
+	for _, u := range ups {
+		if u.Name == string(u.Style) {
+			primary[u.Style] = u.Name
+		}
+	}
+	for _, u := range ups {
+		if _, ok := primary[u.Style]; !ok {
+			primary[u.Style] = u.Name
+		}
+	}
+	var out []envVars
+	seen := map[string]string{}
+	for _, u := range ups {
+		prefix := "HERMESKILL_LLM_" + strings.ToUpper(strings.ReplaceAll(u.Name, "-", "_")) + "_"
+		if primary[u.Style] == u.Name {
+			prefix = strings.ToUpper(string(u.Style)) + "_"
+		}
+		if other, dup := seen[prefix]; dup {
+			return nil, fmt.Errorf("llm upstreams %s and %s: both would be given as %sBASE_URL", other, u.Name, prefix)
+		}
+		seen[prefix] = u.Name
+		out = append(out, envVars{name: u.Name, baseURL: prefix + "BASE_URL", key: prefix + "API_KEY"})
+	}
+	return out, nil
+}
+
+// Addr is the address the gateway listens on, host:port.
+func (g *Gateway) Addr() string { return g.ln.Addr().String() }
+
+// Serve serves until ctx ends or Close is called, and returns nil then.
+// At its end the requests in flight are cut (a stream gets a final error
+// event) and the connections closed, within a bounded wait. It returns the
+// listener's error if serving fails.
+func (g *Gateway) Serve(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- g.srv.Serve(g.ln) }()
+	select {
+	case err := <-done:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("llm gateway: %w", err)
+	case <-ctx.Done():
+	}
+	g.stop(errShutdown)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownWait)
+	defer cancel()
+	if err := g.srv.Shutdown(sctx); err != nil {
+		g.srv.Close()
+	}
+	<-done
+	g.transport.CloseIdleConnections()
+	return nil
+}
+
+// Close stops serving at once: the requests in flight are cut, the
+// listener and connections closed. It may be called more than once.
+func (g *Gateway) Close() error {
+	g.stop(errShutdown)
+	err := g.srv.Close()
+	if lerr := g.ln.Close(); lerr != nil && !errors.Is(lerr, net.ErrClosed) && err == nil {
+		err = lerr
+	}
+	g.transport.CloseIdleConnections()
+	return err
+}
+
+// handleLen is the random part of a handle, in bytes.
+const handleLen = 32
+
+// Grant gives one agent run access to the upstreams: a new random handle
+// that is its credential here and worthless anywhere else. obs is told of
+// each of its requests.
+func (g *Gateway) Grant(agentID string, obs Observer) *Grant {
+	var raw [handleLen]byte
+	_, _ = rand.Read(raw[:]) // never fails (crypto/rand)
+	handle := "hk-" + base64.RawURLEncoding.EncodeToString(raw[:])
+	gr := &Grant{g: g, agentID: agentID, handle: handle, sum: sha256.Sum256([]byte(handle)), obs: obs,
+		inflight: map[*flight]struct{}{}, models: map[string]*ModelUsage{}}
+	g.mu.Lock()
+	g.grants[gr.sum] = gr
+	g.mu.Unlock()
+	return gr
+}
+
+func (g *Gateway) forget(gr *Grant) {
+	g.mu.Lock()
+	if g.grants[gr.sum] == gr {
+		delete(g.grants, gr.sum)
+	}
+	g.mu.Unlock()
+}
+
+// authenticate finds the grant whose handle the request carries, as
+// Anthropic's x-api-key or OpenAI's Authorization: Bearer.
+func (g *Gateway) authenticate(r *http.Request) *Grant {
+	if gr := g.grantOf(r.Header.Get("X-Api-Key")); gr != nil {
+		return gr
+	}
+	auth := r.Header.Get("Authorization")
+	if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		return g.grantOf(auth[7:])
+	}
+	return nil
+}
+
+// grantOf looks the handle up by its sha256, then compares it in constant
+// time: neither step tells an attacker how much of a guess was right.
+func (g *Gateway) grantOf(handle string) *Grant {
+	if handle == "" {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(handle))
+	g.mu.RLock()
+	gr := g.grants[sum]
+	g.mu.RUnlock()
+	if gr == nil || subtle.ConstantTimeCompare([]byte(gr.handle), []byte(handle)) != 1 {
+		return nil
+	}
+	return gr
+}
+
+// baseURL is where an agent reaches upstream name.
+func (g *Gateway) baseURL(name string) string {
+	return (&url.URL{Scheme: "http", Host: g.Addr(), Path: "/" + name}).String()
+}

@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"time"
+)
+
+// Observer receives what the gateway metered for one grant.
+type Observer interface {
+	// Request is called once per request of the grant that reached the
+	// upstream or was refused, after it completed (a stream: when it
+	// ended) and after Grant.Metered counts it, from the gateway's
+	// goroutines: it must not block. A request is no longer in flight
+	// when it is reported, so a Revoke it leads to does not cut it.
+	Request(r Record)
+}
+
+// Record is one request of a grant, as the gateway saw it.
+type Record struct {
+	At       time.Time     // when the request arrived
+	Duration time.Duration // until its response ended
+	Upstream string        // the upstream's name
+	Path     string        // the API path, without the upstream's name: "chat/completions"
+	// Model is the model the response names (the upstream's, often a
+	// dated snapshot), else the one the request named.
+	Model string
+	// Status is the HTTP status the agent got: the upstream's, or the
+	// gateway's own for a refusal (403, 404, 405, 413) or a failed upstream
+	// (502, 504).
+	Status  int
+	Stream  bool
+	Refused bool // by the gateway: revoked, closed, outside the API, too large
+	// Tokens read from the response's usage. InputTokens counts every
+	// input token, CachedInputTokens included (OpenAI's prompt_tokens;
+	// Anthropic's input_tokens + cache_creation_input_tokens +
+	// cache_read_input_tokens).
+	InputTokens, OutputTokens, CachedInputTokens int64
+	// CostUSD is their price (Prices.Cost); Priced is false when the model
+	// has no price: CostUSD is then 0 and means unknown.
+	CostUSD float64
+	Priced  bool
+	// Incomplete: a successful response of an API that spends tokens
+	// could not be read in full (a stream cut or broken before its usage,
+	// a body or an event over its bound, a body that is not the API's
+	// JSON): its usage and tool calls are those read, possibly none.
+	Incomplete bool
+	ToolCalls  []ToolCall // those the response asked for, in order
+	// Err says why the request failed or ended early: the upstream could
+	// not be reached or broke off, or the agent went away. Empty for a
+	// response the upstream sent in full, whatever its status.
+	Err string
+	// Cut: the request was in flight when the grant was revoked or
+	// closed, or the gateway shut down, and was ended by the gateway.
+	Cut bool
+}
+
+// Tokens is every input and output token of the request.
+func (r Record) Tokens() int64 { return r.InputTokens + r.OutputTokens }
+
+// ToolCall is one tool call a response asked for.
+type ToolCall struct {
+	Name string
+	// ArgsSHA256 is the hex sha256 of the call's arguments as canonical
+	// JSON (client.ArgsHash's form: keys sorted, no spaces, UTF-8 not
+	// escaped); empty arguments hash as {}. Arguments that are not JSON
+	// (a model's mistake, or cut at the bound) hash as their bytes.
+	ArgsSHA256 string
+	// Truncated: the arguments were longer than MaxToolArgsBytes; the hash
+	// is of their first MaxToolArgsBytes bytes.
+	Truncated bool
+}
+
+// Metered is a snapshot of what a grant's requests used.
+type Metered struct {
+	Requests int64 // that reached the upstream
+	Refused  int64 // by the gateway
+	Errors   int64 // upstream status >= 400, or failed (Record.Err), cut ones aside
+	// Incomplete counts the successful requests that could not be read
+	// in full (Record.Incomplete): their tokens may be missing.
+	Incomplete int64
+	Tokens     int64   // every model's input and output tokens
+	CostUSD    float64 // the priced models' cost
+	// CostKnown is false once a model without a price was used: CostUSD
+	// then counts only the priced ones.
+	CostKnown      bool
+	Models         []ModelUsage // by model name
+	FirstRequestAt time.Time    // zero: none yet
+	LastRequestAt  time.Time
+	RevokedAt      time.Time // zero: not revoked
+}
+
+// ModelUsage is one model's use in a grant.
+type ModelUsage struct {
+	Model             string
+	Requests          int64
+	InputTokens       int64 // cached ones included
+	OutputTokens      int64
+	CachedInputTokens int64
+	CostUSD           float64
+	Priced            bool // false: CostUSD is 0 and means unknown
+}
+
+// Revocation is what Grant.Revoke did.
+type Revocation struct {
+	At       time.Time
+	Check    string
+	Reason   string
+	InFlight int // requests in flight that were cut
+}
