@@ -32,7 +32,7 @@ const (
 	DefaultIdleTimeout           = 2 * time.Minute
 )
 
-// shutdownWait bounds Serve's wait for the connections to close once the
+// shutdownWait bounds Serve's wait for the handlers to return once the
 // requests in flight were cut.
 const shutdownWait = 5 * time.Second
 
@@ -119,6 +119,13 @@ type Gateway struct {
 
 	mu     sync.RWMutex
 	grants map[[sha256.Size]byte]*Grant
+
+	// handlers running, so that shutdown waits for them (and not for
+	// idle or silent connections, which it closes)
+	hmu     sync.Mutex
+	active  int
+	closing bool
+	drained chan struct{} // closed when active reaches 0 once closing
 }
 
 // upstream is a configured Upstream with its key.
@@ -257,20 +264,58 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	g.stop(errShutdown)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownWait)
-	defer cancel()
-	if err := g.srv.Shutdown(sctx); err != nil {
-		g.srv.Close()
+	wait := time.NewTimer(shutdownWait)
+	defer wait.Stop()
+	select {
+	case <-g.drain():
+	case <-wait.C:
+		g.log.Warn("llm gateway: handlers still running at shutdown", zap.Duration("waited", shutdownWait))
 	}
+	g.srv.Close()
 	<-done
 	g.transport.CloseIdleConnections()
 	return nil
+}
+
+// enter counts a handler in, unless the gateway is closing.
+func (g *Gateway) enter() bool {
+	g.hmu.Lock()
+	defer g.hmu.Unlock()
+	if g.closing {
+		return false
+	}
+	g.active++
+	return true
+}
+
+func (g *Gateway) leave() {
+	g.hmu.Lock()
+	defer g.hmu.Unlock()
+	g.active--
+	if g.active == 0 && g.closing {
+		close(g.drained)
+	}
+}
+
+// drain refuses new handlers and returns a channel closed once none runs.
+func (g *Gateway) drain() <-chan struct{} {
+	g.hmu.Lock()
+	defer g.hmu.Unlock()
+	if !g.closing {
+		g.closing = true
+		g.drained = make(chan struct{})
+		if g.active == 0 {
+			close(g.drained)
+		}
+	}
+	return g.drained
 }
 
 // Close stops serving at once: the requests in flight are cut, the
 // listener and connections closed. It may be called more than once.
 func (g *Gateway) Close() error {
 	g.stop(errShutdown)
+	g.drain()
 	err := g.srv.Close()
 	if lerr := g.ln.Close(); lerr != nil && !errors.Is(lerr, net.ErrClosed) && err == nil {
 		err = lerr

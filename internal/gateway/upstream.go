@@ -48,7 +48,7 @@ func ParseUpstream(s string) (Upstream, error) {
 			return Upstream{}, fmt.Errorf("llm upstream %q: unknown option %q (want style=openai|anthropic)", s, opt)
 		}
 		u.Style = Style(val)
-	} else {
+	} else if Style(name) == OpenAI || Style(name) == Anthropic {
 		u.Style = Style(name)
 	}
 	if err := u.validate(); err != nil {
