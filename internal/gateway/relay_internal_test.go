@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// dataLog is a meter that keeps each event's data and drops those equal
+// to drop.
+type dataLog struct {
+	got  []string
+	drop string
+}
+
+func (d *dataLog) event(data []byte) bool {
+	d.got = append(d.got, string(data))
+	return string(data) == d.drop
+}
+
+func (d *dataLog) result() reading { return reading{} }
+
+// countingFlusher counts the flushes the relay asks for.
+type countingFlusher struct {
+	*httptest.ResponseRecorder
+	flushes int
+}
+
+func (c *countingFlusher) Flush() { c.flushes++ }
+
+func runRelay(t *testing.T, src io.Reader, maxEvent int, meter streamMeter) (*countingFlusher, *relay, error) {
+	t.Helper()
+	w := &countingFlusher{ResponseRecorder: httptest.NewRecorder()}
+	rl := &relay{src: bufio.NewReaderSize(src, 16), w: w, rc: http.NewResponseController(w), maxEvent: maxEvent, meter: meter}
+	err := rl.run()
+	return w, rl, err
+}
+
+func TestRelayEvents(t *testing.T) {
+	long := strings.Repeat("x", 100) // longer than the 16-byte read buffer
+	stream := ": keep-alive\n\n" +
+		"event: a\r\ndata: one\r\n\r\n" +
+		"data: " + long + "\n\n" +
+		"data: two\ndata: lines\n\n" +
+		"data: secret\n\n" +
+		"data:nospace\n\n" +
+		"data: last without blank line"
+	d := &dataLog{drop: "secret"}
+	w, rl, err := runRelay(t, strings.NewReader(stream), 1<<10, d)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"one", long, "two\nlines", "secret", "nospace", "last without blank line"}, d.got)
+	assert.Equal(t, strings.Replace(stream, "data: secret\n\n", "", 1), w.Body.String(), "everything but the dropped event, byte for byte")
+	assert.Equal(t, 6, w.flushes, "one flush per forwarded event")
+	assert.False(t, rl.skipped)
+}
+
+func TestRelayEventOverItsBound(t *testing.T) {
+	big := "data: " + strings.Repeat("y", 200) + "\n\n"
+	stream := "data: a\n\n" + big + "data: b\n\n"
+	d := &dataLog{}
+	w, rl, err := runRelay(t, strings.NewReader(stream), 64, d)
+	require.NoError(t, err)
+	assert.Equal(t, stream, w.Body.String(), "forwarded as it came")
+	assert.Equal(t, []string{"a", "b"}, d.got, "not read")
+	assert.True(t, rl.skipped)
+}
+
+func TestRelayBrokenUpstreamDropsHalfAnEvent(t *testing.T) {
+	broken := errors.New("connection reset")
+	src := io.MultiReader(strings.NewReader("data: a\n\ndata: {\"half"), errReader{broken})
+	d := &dataLog{}
+	w, _, err := runRelay(t, src, 1<<10, d)
+	assert.ErrorIs(t, err, broken)
+	assert.Equal(t, "data: a\n\n", w.Body.String())
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+func TestRelayAgentGone(t *testing.T) {
+	w := failingWriter{httptest.NewRecorder()}
+	rl := &relay{src: bufio.NewReader(strings.NewReader("data: a\n\n")), w: w, rc: http.NewResponseController(w), maxEvent: 1 << 10}
+	var ae *agentError
+	assert.ErrorAs(t, rl.run(), &ae)
+}
+
+type failingWriter struct{ *httptest.ResponseRecorder }
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
