@@ -75,24 +75,25 @@ listens and pings the watchdog from its main loop.`,
 				return &exitError{code: exitUsage, err: err}
 			}
 			m.SetSource(d.MetricsSamples)
+			// Services are the daemon's: it runs them and stops them in
+			// its shutdown, after the control server, before the agents
+			// (a certificate of the shutdown waits in the durable outbox
+			// for the next start).
+			var services []daemon.Service
 			if cfg.Metrics.Listen != "" {
-				go func() {
-					if err := m.Serve(ctx, cfg.Metrics.Listen); err != nil {
-						lg.Error("metrics endpoint", zap.Error(err))
-					}
-				}()
+				services = append(services, daemon.Service{Name: "metrics", Run: func(ctx context.Context) error {
+					return m.Serve(ctx, cfg.Metrics.Listen)
+				}})
 			}
 			if link != nil {
-				go func() {
-					if err := link.Run(ctx, d.AgentIDs, func(ctx context.Context, id, reason, op string) error {
+				services = append(services, daemon.Service{Name: "control plane", Run: func(ctx context.Context) error {
+					return link.Run(ctx, d.AgentIDs, func(ctx context.Context, id, reason, op string) error {
 						_, err := d.Kill(ctx, control.KillRequest{ID: id, Reason: reason, Operator: op})
 						return err
-					}); err != nil {
-						lg.Error("control plane", zap.Error(err))
-					}
-				}()
+					})
+				}})
 			}
-			if err := d.Run(ctx); err != nil {
+			if err := d.Run(ctx, services...); err != nil {
 				lg.Error("daemon", zap.Error(err))
 				return &exitError{code: exitFailure}
 			}

@@ -5,10 +5,12 @@ import (
 	"io"
 
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/display"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 )
 
-// report prints, on stderr, the one-line summary of a kill or an external
+// report prints, on stderr (the reason may hold agent-supplied text, made
+// inert for the terminal), the one-line summary of a kill or an external
 // death (why, how far the ladder went, where the certificate is), and
 // where shadow certificates went.
 func report(w io.Writer, a *config.Agent, out supervisor.Outcome) {
@@ -24,10 +26,10 @@ func report(w io.Writer, a *config.Agent, out supervisor.Outcome) {
 		where = fmt.Sprintf("not written (%v); printed above", out.CertErr)
 	}
 	if !out.Killed {
-		fmt.Fprintf(w, "hermeskilld: agent %s %s; certificate: %s\n", a.ID, c.TriggerReason, where)
+		fmt.Fprintf(w, "hermeskilld: agent %s %s; certificate: %s\n", a.ID, display.Clean(c.TriggerReason), where)
 		return
 	}
 	took := c.TerminatedAt.Sub(c.TriggeredAt).Seconds()
 	fmt.Fprintf(w, "hermeskilld: agent %s killed (%s: %s); escalation reached %s after %.2fs; certificate: %s\n",
-		a.ID, c.TriggerCheck, c.TriggerReason, c.Escalation.Reached, took, where)
+		a.ID, c.TriggerCheck, display.Clean(c.TriggerReason), c.Escalation.Reached, took, where)
 }

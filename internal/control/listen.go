@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/sockpath"
 )
 
 // SocketMode is the control socket's mode: every local user may connect,
@@ -20,10 +22,6 @@ import (
 // File permissions cannot express "read group or operators group", and a
 // refusal at connect time would not say which group to join.
 const SocketMode os.FileMode = 0o666
-
-// maxPathLen is the longest socket path: sun_path is 108 bytes including
-// the terminating NUL (unix(7)).
-const maxPathLen = len(unix.RawSockaddrUnix{}.Path) - 1
 
 // staleDialTimeout bounds the connect used to tell a live socket from a
 // stale one.
@@ -57,8 +55,8 @@ func listenSocket(path string, gid int) (_ *socketFile, err error) {
 	if path == "" {
 		return nil, errors.New("control socket: no path")
 	}
-	if len(path) > maxPathLen {
-		return nil, fmt.Errorf("control socket %s: path is %d bytes, a Unix socket path is at most %d", path, len(path), maxPathLen)
+	if len(path) > sockpath.Max {
+		return nil, fmt.Errorf("control socket %s: path is %d bytes, a Unix socket path is at most %d", path, len(path), sockpath.Max)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)

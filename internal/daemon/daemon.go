@@ -23,6 +23,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/containment"
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/keeper"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
@@ -82,8 +83,8 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.cgm, err = containment(d.cfg.Containment, d.log); err != nil {
-		return nil, err
+	if d.cgm, err = containment.Choose(d.cfg.Containment, d.log, containment.Service); err != nil {
+		return nil, fmt.Errorf("containment %s: %w", d.cfg.Containment, err)
 	}
 	if d.rt, err = procsup.NewRuntime(procsup.Options{PollWait: true}); err != nil {
 		return nil, err
@@ -146,33 +147,6 @@ func newDaemon(o Options) (*Daemon, error) {
 	supervisor.RecoverCerts(d.certsDir, d.log)
 	d.systemd, _ = client.FromEnv() // our own supervisor (systemd); a no-op without one
 	return d, nil
-}
-
-// containment resolves the containment setting, removing the cgroups a
-// crashed daemon left behind.
-func containment(mode string, log *zap.Logger) (*cgroup.Manager, error) {
-	if mode == config.ContainmentPgroup {
-		log.Info("containment: process groups (containment: pgroup)")
-		return nil, nil
-	}
-	m, err := cgroup.Detect(cgroup.Options{})
-	if err != nil {
-		if mode == config.ContainmentCgroup {
-			return nil, fmt.Errorf("containment cgroup: %w", err)
-		}
-		log.Warn("containment: process group + subreaper + /proc scan (no writable cgroup v2)", zap.Error(err))
-		return nil, nil
-	}
-	log.Info("containment: " + m.Describe())
-	for _, w := range m.Warnings() {
-		log.Warn("cgroup setup", zap.Error(w))
-	}
-	if removed, err := m.CleanupStale(); err != nil {
-		log.Warn("stale cgroups not all removed", zap.Error(err))
-	} else if len(removed) > 0 {
-		log.Warn("removed cgroups (and killed what was in them) left by a hermeskilld that died", zap.Strings("cgroups", removed))
-	}
-	return m, nil
 }
 
 // ControlSocket is where the control API listens.
@@ -289,7 +263,7 @@ func (d *Daemon) Run(ctx context.Context, services ...Service) error {
 // watchdogTicker pings systemd's watchdog at half its interval; without
 // WATCHDOG_USEC it never fires.
 func (d *Daemon) watchdogTicker() *time.Ticker {
-	usec, err := watchdogUSec()
+	usec, err := client.WatchdogFromEnv()
 	if err != nil || usec <= 0 {
 		t := time.NewTicker(time.Hour)
 		t.Stop()

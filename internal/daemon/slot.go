@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -327,11 +324,8 @@ func (s *slot) reconfigure(a *config.Agent) {
 		s.poke()
 		return
 	}
-	s.pending = startDiff(s.cfg, a)
-	now := *s.cfg
-	now.Checks, now.Escalation, now.Mode = a.Checks, a.Escalation, a.Mode
-	now.Labels, now.Restart, now.AfterKill = a.Labels, a.Restart, a.AfterKill
-	s.cfg = &now
+	s.pending = s.cfg.StartDiff(a)
+	s.cfg = s.cfg.WithLive(a)
 	if len(s.pending) > 0 {
 		s.next = a
 	} else {
@@ -360,23 +354,6 @@ func (s *slot) release() {
 	s.poke()
 }
 
-// startDiff lists the settings that only take effect at the next start.
-func startDiff(old, new *config.Agent) []string {
-	var d []string
-	if !slices.Equal(old.Command, new.Command) {
-		d = append(d, "command")
-	}
-	if old.User != new.User {
-		d = append(d, "user")
-	}
-	if !maps.Equal(old.Env, new.Env) {
-		d = append(d, "env")
-	}
-	if filepath.Clean(old.Cwd) != filepath.Clean(new.Cwd) {
-		d = append(d, "cwd")
-	}
-	return d
-}
 
 func joinComma(s []string) string {
 	out := ""

@@ -7,7 +7,6 @@ import (
 	"os/user"
 	"strconv"
 	"syscall"
-	"time"
 )
 
 // credential resolves an agent's `user:` (a name or a numeric uid) to the
@@ -42,21 +41,4 @@ func credential(name string) (*syscall.Credential, error) {
 		}
 	}
 	return c, nil
-}
-
-// watchdogUSec is our own watchdog interval from systemd (WATCHDOG_USEC,
-// for us when WATCHDOG_PID is unset or our pid).
-func watchdogUSec() (time.Duration, error) {
-	v := os.Getenv("WATCHDOG_USEC")
-	if v == "" {
-		return 0, nil
-	}
-	if p := os.Getenv("WATCHDOG_PID"); p != "" && p != strconv.Itoa(os.Getpid()) {
-		return 0, nil
-	}
-	n, err := strconv.ParseUint(v, 10, 63)
-	if err != nil {
-		return 0, fmt.Errorf("WATCHDOG_USEC=%q: %w", v, err)
-	}
-	return time.Duration(n) * time.Microsecond, nil
 }

@@ -52,9 +52,10 @@ func FromConfig(cp *config.ControlPlane, stateDir string, log *zap.Logger, onSta
 
 // Run delivers certificates and, when polling is configured, asks every
 // poll interval for the directives of the agents that agents lists, until
-// ctx ends. Each kill directive is handed to kill on a goroutine of its
-// own, detached from ctx: a kill, once begun, is not stopped half way
-// because the daemon is shutting down. A kill that fails is logged.
+// ctx ends. Each kill directive is handed to kill, detached from ctx: a
+// kill, once begun, is not stopped half way because the daemon is shutting
+// down. kill must return once the kill has begun (the ladder runs on the
+// agent's side), not wait for the death. A kill that fails is logged.
 //
 // Errors: ErrClosed or ErrRunning from the Outbox, or the Poller's.
 func (l *Link) Run(ctx context.Context, agents func() []string, kill Kill) error {
@@ -65,12 +66,10 @@ func (l *Link) Run(ctx context.Context, agents func() []string, kill Kill) error
 		p, err = NewPoller(PollerOptions{URL: l.cp.URL, TokenFile: l.cp.TokenFile, Dir: l.dir,
 			Interval: l.cp.PollInterval, Timeout: l.cp.Timeout, Log: log, Agents: agents,
 			Handle: func(id string, d Directive) {
-				go func() {
-					if err := kill(context.WithoutCancel(ctx), id, d.KillReason(), d.KillOperator()); err != nil {
-						log.Error("control plane directive not applied", zap.String("agent", id),
-							zap.String("directive", d.ID), zap.Error(err))
-					}
-				}()
+				if err := kill(context.WithoutCancel(ctx), id, d.KillReason(), d.KillOperator()); err != nil {
+					log.Error("control plane directive not applied", zap.String("agent", id),
+						zap.String("directive", d.ID), zap.Error(err))
+				}
 			}})
 		if err != nil {
 			return fmt.Errorf("control_plane: %w", err)

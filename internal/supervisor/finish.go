@@ -3,7 +3,6 @@ package supervisor
 import (
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -142,7 +141,7 @@ func (r *Run) baseCertificate(t symptoms.Symptom, st runState, procs []procfs.Pr
 		Mode: certs.ModeEnforce, Labels: a.Labels, Command: a.Command, PID: r.proc.PID(),
 		Containment: r.tree.Mode(), StartedAt: r.proc.Started(), TriggeredAt: t.At,
 		TriggerType: certs.TriggerAuto, TriggerCheck: string(t.Check), TriggerReason: t.Message,
-		Escalation: certs.Escalation{Reached: certs.ReachedNone, CoopSignal: sigName(a.Escalation.CoopSignal),
+		Escalation: certs.Escalation{Reached: certs.ReachedNone, CoopSignal: config.SignalName(a.Escalation.CoopSignal),
 			CoopGraceMS: a.Escalation.CoopGrace.Milliseconds(), TermGraceMS: a.Escalation.TermGrace.Milliseconds()},
 		FinalState: certs.FinalState{Status: es.Status, Progress: int64(es.Progress), Tokens: int64(es.Tokens),
 			CostUSD: es.CostUSD, LastTool: es.LastTool, LastHeartbeatAt: es.LastHeartbeat,
@@ -175,7 +174,7 @@ func (r *Run) baseCertificate(t symptoms.Symptom, st runState, procs []procfs.Pr
 
 // externalSymptom describes a death by a signal hermeskilld did not send.
 func (r *Run) externalSymptom(exit procsup.ExitStatus) symptoms.Symptom {
-	msg := fmt.Sprintf("died by %s, which hermeskilld did not send", sigName(exit.Signal))
+	msg := fmt.Sprintf("died by %s, which hermeskilld did not send", config.SignalName(exit.Signal))
 	if n, ok := r.tree.OOMKills(); ok && n > 0 {
 		msg += fmt.Sprintf(" (the kernel's OOM killer killed %d process(es) of the tree)", n)
 	} else if exit.Signal == 9 {
@@ -185,7 +184,7 @@ func (r *Run) externalSymptom(exit procsup.ExitStatus) symptoms.Symptom {
 		msg += "; core dumped"
 	}
 	return symptoms.Symptom{At: r.triggeredAt, Check: symptoms.External, Severity: symptoms.Terminal,
-		Observed: sigName(exit.Signal), Message: msg}
+		Observed: config.SignalName(exit.Signal), Message: msg}
 }
 
 // procsKilled counts the processes the kill ended: every live process of
@@ -205,16 +204,9 @@ func (r *Run) procsKilled(external bool, survivors int) int {
 
 func exitRecord(e procsup.ExitStatus) certs.Exit {
 	if e.Signaled {
-		s := sigName(e.Signal)
+		s := config.SignalName(e.Signal)
 		return certs.Exit{Signal: &s, CoreDumped: e.CoreDumped}
 	}
 	code := e.Code
 	return certs.Exit{Code: &code}
-}
-
-func sigName(s syscall.Signal) string {
-	if s == 0 {
-		return "none"
-	}
-	return config.SignalName(s)
 }

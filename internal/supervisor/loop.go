@@ -252,12 +252,9 @@ func (l *loop) startLadder(t symptoms.Symptom) <-chan escalate.Result {
 // reconfigure applies a new agent file to the running agent: checks and
 // escalation now; identity and how it is started, at the next start.
 func (l *loop) reconfigure(a *config.Agent) {
-	next := *l.a
-	next.Checks, next.Escalation, next.Mode = a.Checks, a.Escalation, a.Mode
-	next.Labels, next.AfterKill, next.Restart = a.Labels, a.AfterKill, a.Restart
-	l.a = &next
+	l.a = l.a.WithLive(a)
 	l.log.Info("configuration applied")
-	if l.shadowed && next.Mode != config.ModeShadow {
+	if l.shadowed && l.a.Mode != config.ModeShadow {
 		l.log.Warn("mode enforce applies from the next start: a check already fired in shadow mode during this run")
 	}
 	l.handle(l.engine.Reconfigure(engineConfig(l.a), time.Now()))

@@ -21,7 +21,7 @@ import (
 )
 
 // SocketName is the heartbeat socket's name inside Options.SocketDir.
-const SocketName = "notify.sock"
+const SocketName = heartbeat.SocketName
 
 // Run is one supervised agent, from start to certificate. Its loop
 // goroutine owns the run's decisions; Run's methods only post requests to

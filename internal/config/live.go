@@ -1,0 +1,40 @@
+package config
+
+import (
+	"maps"
+	"path/filepath"
+	"slices"
+)
+
+// What changes while an agent runs, and what only at its next start, is
+// decided here once: a live edit of an agent file applies Live fields at
+// once (the symptoms engine and the ladder read them), StartDiff names the
+// others, which need a new process.
+
+// WithLive returns a with next's live fields: checks, escalation, mode,
+// labels, restart and after_kill. Identity and how the agent is started
+// (command, user, env, cwd) stay a's.
+func (a Agent) WithLive(next *Agent) *Agent {
+	a.Checks, a.Escalation, a.Mode = next.Checks, next.Escalation, next.Mode
+	a.Labels, a.Restart, a.AfterKill = next.Labels, next.Restart, next.AfterKill
+	return &a
+}
+
+// StartDiff names the settings that differ between a and next and take
+// effect only at the next start.
+func (a *Agent) StartDiff(next *Agent) []string {
+	var d []string
+	if !slices.Equal(a.Command, next.Command) {
+		d = append(d, "command")
+	}
+	if a.User != next.User {
+		d = append(d, "user")
+	}
+	if !maps.Equal(a.Env, next.Env) {
+		d = append(d, "env")
+	}
+	if filepath.Clean(a.Cwd) != filepath.Clean(next.Cwd) {
+		d = append(d, "cwd")
+	}
+	return d
+}
