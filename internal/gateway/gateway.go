@@ -36,9 +36,6 @@ const (
 // requests in flight were cut.
 const shutdownWait = 5 * time.Second
 
-// ErrNotLoopback: Config.Listen is not a loopback address.
-var ErrNotLoopback = errors.New("not a loopback address")
-
 // Config is a gateway's settings. Zero bounds take their defaults.
 type Config struct {
 	Upstreams []Upstream

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,16 +9,6 @@ import (
 
 // maxKeyFile bounds what LoadKey reads: a provider key is a line.
 const maxKeyFile = 64 << 10
-
-// Errors of LoadKey.
-var (
-	// ErrKeyExposed: the key file may be read (or written) by its group or
-	// by others.
-	ErrKeyExposed = errors.New("readable or writable by group or others")
-	// ErrKeyInvalid: the file holds no key, or something that cannot be
-	// sent in an HTTP header.
-	ErrKeyInvalid = errors.New("not a key")
-)
 
 // LoadKey reads a provider key from path: the file's one line, without
 // surrounding white space. It refuses a file that is not regular, that its

@@ -34,20 +34,6 @@ type prefixPrice struct {
 	price  Price
 }
 
-// PricesError is an invalid price file, at a line (0: the whole file).
-type PricesError struct {
-	Source string
-	Line   int
-	Msg    string
-}
-
-func (e *PricesError) Error() string {
-	if e.Line == 0 {
-		return e.Source + ": " + e.Msg
-	}
-	return e.Source + ":" + strconv.Itoa(e.Line) + ": " + e.Msg
-}
-
 // LoadPrices reads and parses the price file at path (ParsePrices).
 func LoadPrices(path string) (*Prices, error) {
 	f, err := os.Open(path)
