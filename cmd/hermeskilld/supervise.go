@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -39,14 +38,8 @@ type superviseFlags struct {
 	shadow, preserveStatus             bool
 	log                                logFlags
 
-	heartbeat, startup, progress, maxRuntime time.Duration
-	cpuFor, coopGrace, termGrace, sampleIv   time.Duration
-	maxExtension                             time.Duration
-	maxRSS                                   int64
-	maxCPU, maxCost                          float64
-	maxProcs, maxFDs, maxTokens              int64
-	toolLoop, errorStreak, maxSteps          int64
-	coopSignal                               syscall.Signal
+	// applyAgentFlags sets the agent-file keys given as flags.
+	applyAgentFlags func(a *config.Agent) error
 }
 
 func newSupervise() *cobra.Command {
@@ -80,35 +73,11 @@ are forwarded to the agent.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error { return f.run(c, args) },
 	}
-	// The flags start at the defaults an agent file starts from, so that
-	// --help shows the values that apply; only flags given on the command
-	// line override the file.
-	def := config.DefaultAgent()
-	f.coopSignal, f.coopGrace, f.termGrace = def.Escalation.CoopSignal, def.Escalation.CoopGrace, def.Escalation.TermGrace
-	f.sampleIv, f.maxExtension = def.Checks.SampleInterval, def.Checks.MaxExtension
 	fl := c.Flags()
 	fl.SetInterspersed(false) // everything after COMMAND is the agent's
 	fl.StringVar(&f.id, "id", "", "agent id (default: derived from COMMAND)")
 	fl.StringVar(&f.configFile, "config", "", "agent file (YAML, the daemon's agent schema)")
-	fl.Var(durationValue{&f.heartbeat}, "heartbeat-timeout", "kill when no heartbeat (WATCHDOG=1) arrives for this long")
-	fl.Var(durationValue{&f.startup}, "startup-timeout", "kill when no READY=1 or heartbeat arrives this long after start (default: --heartbeat-timeout, at least "+config.StartupFloor.String()+")")
-	fl.Var(durationValue{&f.progress}, "progress-timeout", "kill when PROGRESS has not increased for this long")
-	fl.Var(durationValue{&f.maxRuntime}, "max-runtime", "kill after this much wall-clock time")
-	fl.Var(durationValue{&f.maxExtension}, "max-extension", "how far EXTEND_TIMEOUT_USEC (a declared long wait) may push a deadline, in a row")
-	fl.Var(sizeValue{&f.maxRSS}, "max-rss", "kill when the tree's resident memory stays over this size")
-	fl.Var(floatValue{&f.maxCPU}, "max-cpu", "kill when the tree's CPU stays over this percent of one core for --cpu-for")
-	fl.Var(durationValue{&f.cpuFor}, "cpu-for", "how long --max-cpu must hold")
-	fl.Int64Var(&f.maxProcs, "max-procs", 0, "kill when the tree has more tasks (processes and threads)")
-	fl.Int64Var(&f.maxFDs, "max-fds", 0, "kill when the tree has more open file descriptors")
-	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "kill when reported TOKENS go over this")
-	fl.Var(floatValue{&f.maxCost}, "max-cost", "kill when reported COST_USD goes over this (USD)")
-	fl.Int64Var(&f.toolLoop, "tool-loop", 0, "kill when the same tool call, or cycle of 2-3 calls, repeats this many times")
-	fl.Int64Var(&f.errorStreak, "error-streak", 0, "kill after this many ERRORs without progress")
-	fl.Int64Var(&f.maxSteps, "max-steps", 0, "kill when PROGRESS goes over this")
-	fl.Var(signalValue{&f.coopSignal}, "coop-signal", "signal for the cooperative stop, or none")
-	fl.Var(durationValue{&f.coopGrace}, "coop-grace", "wait after the cooperative stop")
-	fl.Var(durationValue{&f.termGrace}, "term-grace", "wait after SIGTERM before SIGKILL")
-	fl.Var(durationValue{&f.sampleIv}, "sample-interval", "how often kernel metrics are sampled")
+	f.applyAgentFlags = addAgentFlags(fl)
 	fl.StringVar(&f.certsDir, "certs-dir", "", "where death certificates are written (default "+certs.DefaultDir()+")")
 	fl.StringVar(&f.auditLog, "audit-log", "", "append a hash-chained audit log of every event to FILE")
 	fl.StringVar(&f.signingKey, "signing-key", "", "sign certificates with this Ed25519 key (see hermeskilld keygen)")
@@ -315,73 +284,8 @@ func (f *superviseFlags) agent(fl *pflag.FlagSet, args []string) (*config.Agent,
 			return nil, &exitError{code: exitUsage, err: err}
 		}
 	}
-	ch := fl.Changed
-	c := &a.Checks
-	if ch("heartbeat-timeout") {
-		c.HeartbeatTimeout = f.heartbeat
-	}
-	if ch("startup-timeout") {
-		c.StartupTimeout = f.startup
-	}
-	if ch("progress-timeout") {
-		c.ProgressTimeout = f.progress
-	}
-	if ch("max-runtime") {
-		c.MaxRuntime = f.maxRuntime
-	}
-	if ch("sample-interval") {
-		c.SampleInterval = f.sampleIv
-	}
-	if ch("max-extension") {
-		c.MaxExtension = f.maxExtension
-	}
-	if ch("max-rss") {
-		c.Memory = sustained(c.Memory, f.maxRSS)
-	}
-	if ch("max-cpu") || ch("cpu-for") {
-		if c.CPUSpin == nil {
-			c.CPUSpin = &config.CPUSpin{}
-		}
-		if ch("max-cpu") {
-			c.CPUSpin.Percent = f.maxCPU
-		}
-		if ch("cpu-for") {
-			c.CPUSpin.For = f.cpuFor
-		}
-	}
-	if ch("max-procs") {
-		c.Procs = sustained(c.Procs, f.maxProcs)
-	}
-	if ch("max-fds") {
-		c.FDs = sustained(c.FDs, f.maxFDs)
-	}
-	if ch("max-tokens") {
-		c.Tokens = limit(c.Tokens, f.maxTokens)
-	}
-	if ch("max-steps") {
-		c.Steps = limit(c.Steps, f.maxSteps)
-	}
-	if ch("error-streak") {
-		c.ErrorStreak = limit(c.ErrorStreak, f.errorStreak)
-	}
-	if ch("max-cost") {
-		if c.Cost == nil {
-			c.Cost = &config.CostLimit{}
-		}
-		c.Cost.Kill = f.maxCost
-	}
-	if ch("tool-loop") {
-		c.ToolLoop = &config.ToolLoop{Repeats: int(f.toolLoop)}
-	}
-	e := &a.Escalation
-	if ch("coop-signal") {
-		e.CoopSignal = f.coopSignal
-	}
-	if ch("coop-grace") {
-		e.CoopGrace = f.coopGrace
-	}
-	if ch("term-grace") {
-		e.TermGrace = f.termGrace
+	if err := f.applyAgentFlags(a); err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
 	}
 	if f.shadow {
 		a.Mode = config.ModeShadow
@@ -398,22 +302,6 @@ func (f *superviseFlags) agent(fl *pflag.FlagSet, args []string) (*config.Agent,
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	return a, nil
-}
-
-func sustained(s *config.Sustained, kill int64) *config.Sustained {
-	if s == nil {
-		s = &config.Sustained{}
-	}
-	s.Kill = kill
-	return s
-}
-
-func limit(l *config.Limit, kill int64) *config.Limit {
-	if l == nil {
-		l = &config.Limit{}
-	}
-	l.Kill = kill
-	return l
 }
 
 var idUnsafe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._-]+`) })
