@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/hermeskill/hermeskilld/internal/gateway"
 )
 
@@ -33,7 +35,7 @@ func BenchmarkAddedLatency(b *testing.B) {
 	e := newEnv(b, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, chatCompletion)
-	}, nil)
+	}, nil, quiet)
 	gr, vars := e.grant(b, discard{})
 	body := `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hello"}]}`
 	send := func(url, auth string) time.Duration {
@@ -75,6 +77,10 @@ func BenchmarkAddedLatency(b *testing.B) {
 	}
 }
 
+// quiet logs nothing: the benchmarks measure the gateway, not a test
+// logger that keeps every entry.
+func quiet(c *gateway.Config) { c.Log = zap.NewNop() }
+
 type discard struct{}
 
 func (discard) Request(gateway.Record) {}
@@ -105,7 +111,7 @@ func BenchmarkStreamEventToAgent(b *testing.B) {
 			w.(http.Flusher).Flush()
 			stamps <- t0
 		}
-	}, nil)
+	}, nil, quiet)
 	_, vars := e.grant(b, discard{})
 	resp := e.post(b, gateway.OpenAI, vars["OPENAI_BASE_URL"]+"/chat/completions", vars["OPENAI_API_KEY"], `{"model":"gpt-4.1-mini","stream":true}`)
 	defer resp.Body.Close()
@@ -161,7 +167,7 @@ func holdStreams(b *testing.B, viaGateway bool) holding {
 			sse(w, "[DONE]")
 		case <-r.Context().Done():
 		}
-	}, nil)
+	}, nil, quiet)
 	_, vars := e.grant(b, discard{})
 	url, handle := e.openai.URL+"/v1/chat/completions", openaiKey
 	if viaGateway {
