@@ -72,8 +72,31 @@ type Agent struct {
 	Restart    Restart           `yaml:"restart"`
 	Escalation Escalation        `yaml:"escalation"`
 	Checks     Checks            `yaml:"checks"`
+	Gateway    Gateway           `yaml:"gateway" config:"perfile"` // supervise only: the daemon's gateway is in its own file
 	Source     string            // the file it came from; "" for flags only
 }
+
+// Gateway puts the agent's LLM traffic through hermeskilld (yaml:
+// gateway): the agent gets base URLs on loopback and a per-run handle, the
+// provider keys stay with hermeskilld, and spend and tool calls are metered
+// on the wire. Off when no upstream is set.
+type Gateway struct {
+	// Upstreams are "NAME=URL" or "NAME=URL,style=openai|anthropic"
+	// (supervise --llm-upstream).
+	Upstreams []string `yaml:"upstreams"`
+	// KeyFiles maps an upstream's name to the file of its provider key,
+	// not readable by group or others (supervise --llm-key-file NAME=PATH).
+	KeyFiles map[string]string `yaml:"key_files"`
+	// Prices is the price file: USD per million tokens by model
+	// (supervise --llm-prices).
+	Prices string `yaml:"prices"`
+	// Listen is where the gateway listens, on loopback (default
+	// 127.0.0.1 on a free port).
+	Listen string `yaml:"listen" config:"listen"`
+}
+
+// On reports whether the gateway is configured.
+func (g Gateway) On() bool { return len(g.Upstreams) > 0 }
 
 // Restart is the daemon's restart policy for one agent (yaml: restart).
 type Restart struct {

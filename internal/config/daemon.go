@@ -33,6 +33,7 @@ type Daemon struct {
 	Metrics      Metrics       `yaml:"metrics"`
 	SigningKey   string        `yaml:"signing_key" config:"path"` // Ed25519 private key file; "" = certificates are not signed
 	ControlPlane *ControlPlane `yaml:"control_plane"`             // nil = none
+	Gateway      Gateway       `yaml:"gateway"`                   // the LLM gateway every agent's traffic goes through; off without upstreams
 	Containment  string        `yaml:"containment" config:"oneof=auto|cgroup|pgroup"`
 	Audit        AuditOpts     `yaml:"audit"`
 	Logs         LogOpts       `yaml:"logs"`

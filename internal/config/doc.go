@@ -159,6 +159,16 @@
 //	                          # between (--error-streak sets kill)
 //	  steps: {warn: 400, kill: 500}  # counts, the PROGRESS value (--max-steps
 //	                          # sets kill)
+//	gateway:              # supervise only (the daemon has its own): the
+//	                      # agent's LLM traffic through hermeskilld; off
+//	                      # without upstreams. See docs/gateway.md.
+//	  upstreams: [openai=https://api.openai.com/v1]  # list of NAME=URL or
+//	                      # NAME=URL,style=openai|anthropic (--llm-upstream)
+//	  key_files: {openai: /etc/hermeskill/openai.key}  # name -> key file, not
+//	                      # readable by group or others (--llm-key-file)
+//	  prices: /etc/hermeskill/prices.yaml  # USD per million tokens by model
+//	                      # (--llm-prices); without it costs are unknown
+//	  listen: 127.0.0.1:0 # host:port on loopback; default a free port
 //
 // In memory, procs, fds, tokens, cost, error_streak and steps, warn and kill
 // are each optional (0 = off) and warn must not be above kill. A warning is
@@ -194,6 +204,11 @@
 //	  timeout: 10s             # duration > 0: one HTTP request
 //	  max_outbox: 10000        # count >= 1: undelivered certificates kept;
 //	                           # past it new ones are refused and counted
+//	gateway:                   # default: off. One LLM gateway for every
+//	  upstreams: [anthropic=https://api.anthropic.com]  # agent (the handle
+//	  key_files: {anthropic: /etc/hermeskill/anthropic.key}  # says which);
+//	  prices: /etc/hermeskill/prices.yaml  # the keys of an agent file's
+//	  listen: 127.0.0.1:0      # gateway section, see above
 //	containment: auto          # auto (cgroup v2 where writable, else process
 //	                           # group) | cgroup (cgroup or fail) | pgroup
 //	audit: {max_bytes: 64MiB, keep: 5}  # rotation of audit.jsonl: size (0 =

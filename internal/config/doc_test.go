@@ -51,7 +51,7 @@ func schemaKeys(t reflect.Type, prefix string) []string {
 }
 
 // docKeys decodes a reference block onto v and returns the keys it sets,
-// but not the free-form names of labels and env, the elements of command,
+// but not the free-form names of labels, env and key_files, the elements of lists,
 // or what is below the daemon's defaults section.
 func docKeys(t *testing.T, data []byte, v any) []string {
 	t.Helper()
@@ -62,7 +62,8 @@ func docKeys(t *testing.T, data []byte, v any) []string {
 	require.Empty(t, d.errs)
 	var keys []string
 	for k := range d.lines {
-		if !strings.HasPrefix(k, "labels.") && !strings.HasPrefix(k, "env.") && !strings.HasPrefix(k, "defaults.") && !strings.Contains(k, "[") {
+		if !strings.HasPrefix(k, "labels.") && !strings.HasPrefix(k, "env.") && !strings.HasPrefix(k, "gateway.key_files.") &&
+			!strings.HasPrefix(k, "defaults.") && !strings.Contains(k, "[") {
 			keys = append(keys, k)
 		}
 	}
@@ -108,12 +109,14 @@ func TestSchemaKeys(t *testing.T) {
 		"checks.tool_loop", "checks.tool_loop.repeats",
 		"checks.error_streak", "checks.error_streak.warn", "checks.error_streak.kill",
 		"checks.steps", "checks.steps.warn", "checks.steps.kill",
+		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen",
 	}, schemaKeys(reflect.TypeFor[Agent](), ""))
 	require.Equal(t, []string{
 		"state_dir", "runtime_dir", "agents_dir", "estop_file",
 		"control", "control.read_group", "control.operators_group",
 		"metrics", "metrics.listen", "metrics.agent_label_limit", "signing_key",
 		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox",
+		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen",
 		"containment", "audit", "audit.max_bytes", "audit.keep", "logs", "logs.max_bytes", "logs.keep", "heartbeat_rate", "defaults",
 	}, schemaKeys(reflect.TypeFor[Daemon](), ""))
 }
