@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -84,4 +85,27 @@ func addAgentFlags(fl *pflag.FlagSet) (apply func(a *config.Agent) error) {
 		}
 		return nil
 	}
+}
+
+// applyGatewayFlags sets the gateway section from --llm-* flags: the
+// upstreams given replace the file's, key files and prices are set over
+// it.
+func (f *superviseFlags) applyGatewayFlags(g *config.Gateway) error {
+	if len(f.llmUpstreams) > 0 {
+		g.Upstreams = f.llmUpstreams
+	}
+	for _, kv := range f.llmKeyFiles {
+		name, path, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || path == "" {
+			return fmt.Errorf("--llm-key-file %q: want NAME=PATH", kv)
+		}
+		if g.KeyFiles == nil {
+			g.KeyFiles = map[string]string{}
+		}
+		g.KeyFiles[name] = path
+	}
+	if f.llmPrices != "" {
+		g.Prices = f.llmPrices
+	}
+	return nil
 }

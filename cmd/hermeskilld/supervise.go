@@ -21,6 +21,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/containment"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/keeper"
@@ -40,6 +41,9 @@ type superviseFlags struct {
 
 	// applyAgentFlags sets the agent-file keys given as flags.
 	applyAgentFlags func(a *config.Agent) error
+
+	llmUpstreams, llmKeyFiles []string
+	llmPrices                 string
 }
 
 func newSupervise() *cobra.Command {
@@ -78,6 +82,9 @@ are forwarded to the agent.`,
 	fl.StringVar(&f.id, "id", "", "agent id (default: derived from COMMAND)")
 	fl.StringVar(&f.configFile, "config", "", "agent file (YAML, the daemon's agent schema)")
 	f.applyAgentFlags = addAgentFlags(fl)
+	fl.StringArrayVar(&f.llmUpstreams, "llm-upstream", nil, "carry the agent's LLM traffic through hermeskilld to NAME=URL[,style=openai|anthropic] (repeatable; see docs/gateway.md)")
+	fl.StringArrayVar(&f.llmKeyFiles, "llm-key-file", nil, "NAME=PATH: the provider key of upstream NAME, read by hermeskilld, never given to the agent (repeatable)")
+	fl.StringVar(&f.llmPrices, "llm-prices", "", "price file: USD per million tokens by model, for the cost check on metered spend")
 	fl.StringVar(&f.certsDir, "certs-dir", "", "where death certificates are written (default "+certs.DefaultDir()+")")
 	fl.StringVar(&f.auditLog, "audit-log", "", "append a hash-chained audit log of every event to FILE")
 	fl.StringVar(&f.signingKey, "signing-key", "", "sign certificates with this Ed25519 key (see hermeskilld keygen)")
@@ -144,6 +151,20 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	opts := supervisor.Options{
 		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, Keeper: kp, SocketDir: sockDir,
 		CertsDir: certsDir, Signer: signer, Log: log, OnEvent: rec.Event, HeartbeatRate: config.DefaultHeartbeatRate,
+	}
+	if a.Gateway.On() {
+		gw, err := gateway.FromConfig(a.Gateway, log.Named("gateway"))
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		defer gw.Close()
+		go func() {
+			if err := gw.Serve(context.Background()); err != nil {
+				log.Error("gateway", zap.Error(err))
+			}
+		}()
+		opts.Gateway = gw
+		log.Info("LLM gateway", zap.String("listen", gw.Addr()), zap.Strings("upstreams", a.Gateway.Upstreams))
 	}
 	if f.auditLog != "" {
 		ao := audit.Options{}
@@ -285,6 +306,9 @@ func (f *superviseFlags) agent(fl *pflag.FlagSet, args []string) (*config.Agent,
 		}
 	}
 	if err := f.applyAgentFlags(a); err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	if err := f.applyGatewayFlags(&a.Gateway); err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	if f.shadow {

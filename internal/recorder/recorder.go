@@ -88,6 +88,28 @@ func AuditEvent(ev supervisor.Event) audit.Event {
 			data["exit"] = e.String()
 			data["status"] = e.ShellCode()
 		}
+	case supervisor.EventLLMRequest:
+		// One line per LLM request: what it cost and which tools it
+		// called, never its prompt, its completion or a key.
+		if r := ev.LLM; r != nil {
+			data["upstream"], data["path"], data["model"], data["status"] = r.Upstream, r.Path, r.Model, r.Status
+			data["stream"], data["duration_ms"] = r.Stream, float64(r.Duration.Microseconds())/1000
+			data["input_tokens"], data["output_tokens"], data["cached_input_tokens"] = r.InputTokens, r.OutputTokens, r.CachedInputTokens
+			data["cost_usd"], data["priced"] = r.CostUSD, r.Priced
+			if r.Refused {
+				data["refused"] = true
+			}
+			if len(r.ToolCalls) > 0 {
+				names := make([]string, len(r.ToolCalls))
+				for i, t := range r.ToolCalls {
+					names[i] = t.Name
+				}
+				data["tools"] = names
+			}
+			if r.Err != "" {
+				data["error"] = r.Err
+			}
+		}
 	case supervisor.EventCertificate, supervisor.EventCertFailed:
 		sync = true // certificate-level events reach the disk before we go on
 		if c := ev.Cert; c != nil {

@@ -36,6 +36,14 @@ func (r *Run) ladder(t symptoms.Symptom, dump string, dumpPID int) <-chan escala
 		OnStep:     r.onStep,
 		Release:    thaw,
 	}
+	if r.grant != nil {
+		// Before any signal: from now on its LLM requests are refused,
+		// and the ones in flight are cut.
+		plan.Revoke = func() map[string]any {
+			rv := r.grant.Revoke(string(t.Check), t.Message)
+			return map[string]any{"llm_requests_cut": rv.InFlight}
+		}
+	}
 	if sig := dumpSignal(dump); sig != 0 && dumpPID > 0 {
 		plan.DumpSignal = sig
 		plan.Dump = func() error { return r.tree.SignalPID(dumpPID, sig) }

@@ -40,6 +40,9 @@ func (r *Run) finish(res *escalate.Result, trigger *symptoms.Symptom, st runStat
 	r.emit(Event{Type: EventExited, Exit: &exit, Time: r.proc.ExitedAt()})
 
 	r.sock.Close()
+	if r.grant != nil {
+		r.grant.Close()
+	}
 	if err := r.tree.Close(); err != nil {
 		r.log.Warn("cgroup not removed", zap.Error(err))
 	}
@@ -165,6 +168,9 @@ func (r *Run) baseCertificate(t symptoms.Symptom, st runState, procs []procfs.Pr
 	}
 	if r.stdout.captured() || r.stderr.captured() {
 		c.LastOutput = &certs.LastOutput{Stdout: r.stdout.tail.String(), Stderr: r.stderr.tail.String()}
+	}
+	if r.grant != nil {
+		c.Metered = certMetered(r.grant.Metered())
 	}
 	if r.o.AuditHead != nil {
 		c.AuditAnchor = r.o.AuditHead()

@@ -77,6 +77,10 @@ type loop struct {
 	dump     string // DUMP_SIGNAL as announced
 	dumpPID  int    // its sender
 	shadows  []string
+	// metered: the gateway carries the agent's LLM traffic; meters are
+	// its records of this run (nil without a gateway).
+	metered bool
+	meters  *meterQueue
 }
 
 func newLoop(log *zap.Logger, a *config.Agent, engine *symptoms.Engine, eff effects, base Status,
@@ -128,6 +132,8 @@ func (l *loop) run() Outcome {
 			}
 		case a := <-l.reconf:
 			l.reconfigure(a)
+		case <-l.meters.readyC():
+			l.meter()
 		case res := <-ladder:
 			return l.finish(&res)
 		case <-exited:
@@ -257,7 +263,18 @@ func (l *loop) reconfigure(a *config.Agent) {
 	if l.shadowed && l.a.Mode != config.ModeShadow {
 		l.log.Warn("mode enforce applies from the next start: a check already fired in shadow mode during this run")
 	}
-	l.handle(l.engine.Reconfigure(engineConfig(l.a), time.Now()))
+	l.handle(l.engine.Reconfigure(engineConfig(l.a, l.metered), time.Now()))
+}
+
+// meter applies what the gateway counted: spend and tool calls decide the
+// budgets and tool_loop; each request is an event (an audit line).
+func (l *loop) meter() {
+	for _, rec := range l.meters.take() {
+		if !rec.Refused {
+			l.handle(l.engine.ObserveMetered(uint64(max(rec.Tokens(), 0)), rec.CostUSD, rec.Priced, rec.Model, wireTools(rec), rec.At))
+		}
+		l.eff.emit(Event{Type: EventLLMRequest, LLM: &rec, Time: rec.At})
+	}
 }
 
 func (l *loop) runState() runState {
@@ -273,9 +290,11 @@ func (l *loop) finish(res *escalate.Result) Outcome {
 	return out
 }
 
-// engineConfig is what the symptoms engine checks for agent a.
-func engineConfig(a *config.Agent) symptoms.Config {
-	return symptoms.Config{Checks: a.Checks, StopTimeout: a.Escalation.TermGrace, Shadow: a.Mode == config.ModeShadow}
+// engineConfig is what the symptoms engine checks for agent a; metered:
+// its budgets count what the gateway metered.
+func engineConfig(a *config.Agent, metered bool) symptoms.Config {
+	return symptoms.Config{Checks: a.Checks, StopTimeout: a.Escalation.TermGrace, Shadow: a.Mode == config.ModeShadow,
+		Metered: metered}
 }
 
 // idleSampling is how much less often the tree is measured when no kernel

@@ -105,7 +105,7 @@ func start(t *testing.T, a *config.Agent) *harness {
 	h := &harness{t: t, fake: newFake(), msgs: make(chan *heartbeat.Received, 64), exited: make(chan struct{}),
 		out: make(chan Outcome, 1)}
 	now := time.Now()
-	h.l = newLoop(zaptest.NewLogger(t), a, symptoms.New(engineConfig(a), now), h.fake,
+	h.l = newLoop(zaptest.NewLogger(t), a, symptoms.New(engineConfig(a, false), now), h.fake,
 		Status{ID: a.ID, PID: 42, Started: now}, h.msgs, h.exited)
 	go func() { h.out <- h.l.run() }()
 	return h

@@ -24,6 +24,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
+	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/keeper"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
@@ -39,6 +40,11 @@ type Options struct {
 	Cgroups *cgroup.Manager
 	// Exclusive: the runtime supervises only this agent (supervise).
 	Exclusive bool
+	// Gateway, when set, carries the agent's LLM traffic: the agent gets
+	// a grant (base URLs and a handle in its environment), the tokens and
+	// cost budgets and tool_loop use what it meters, and the ladder's
+	// first step revokes the grant.
+	Gateway *gateway.Gateway
 	// Keeper kills the agent's processes should we die. Without a cgroup
 	// it must be told about the run; a cgroup it reaps whole.
 	Keeper *keeper.Keeper
@@ -78,6 +84,7 @@ const (
 	EventExited      = "agent_exited"
 	EventCertificate = "certificate_written"
 	EventCertFailed  = "certificate_failed"
+	EventLLMRequest  = "llm_request"
 )
 
 // Event is something that happened to an agent.
@@ -93,6 +100,8 @@ type Event struct {
 	Cert     *certs.Certificate
 	CertPath string
 	Err      error
+	// LLM is one request through the gateway (EventLLMRequest).
+	LLM *gateway.Record
 	// Dropped counts heartbeat datagrams dropped since the last event of
 	// this type (only in EventExited).
 	Heartbeat *heartbeat.StatsSnapshot

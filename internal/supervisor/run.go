@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/keeper"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
@@ -34,6 +36,8 @@ type Run struct {
 
 	sock      *heartbeat.Socket
 	guard     *keeper.Run
+	grant     *gateway.Grant
+	meters    *meterQueue
 	proc      *procsup.Process
 	tree      *procsup.Tree
 	treeReady chan struct{}
@@ -82,9 +86,11 @@ func Start(o Options) (*Run, error) {
 		r.abandon()
 		return nil, err
 	}
-	engine := symptoms.New(engineConfig(a), r.proc.Started())
+	metered := r.grant != nil
+	engine := symptoms.New(engineConfig(a, metered), r.proc.Started())
 	base := Status{ID: a.ID, PID: r.proc.PID(), Containment: r.tree.Mode(), Started: r.proc.Started(), Socket: r.sock.Path()}
 	r.loop = newLoop(log, a, engine, r, base, r.sock.C(), r.proc.Done())
+	r.loop.metered, r.loop.meters = metered, r.meters
 	r.emit(Event{Type: EventStarted})
 	go func() {
 		defer close(r.done)
@@ -128,6 +134,13 @@ func (r *Run) start() error {
 		return err
 	}
 	env := procsup.AgentEnv(os.Environ(), a.Env, a.ID, sockPath, a.Checks.HeartbeatTimeout)
+	if o.Gateway != nil {
+		// The provider keys stay here: the agent gets the gateway's base
+		// URLs and a handle of this run only.
+		r.meters = newMeterQueue()
+		r.grant = o.Gateway.Grant(a.ID, r.meters)
+		env = append(slices.DeleteFunc(env, llmEnv), r.grant.Env()...)
+	}
 	if r.cg == nil {
 		// Before the fork: should we die at any moment from now on, the
 		// keeper finds the agent's processes by the socket every one of
@@ -168,6 +181,9 @@ func (r *Run) abandon() {
 		_ = r.cg.Remove()
 	}
 	r.guard.End()
+	if r.grant != nil {
+		r.grant.Close()
+	}
 	os.Remove(r.o.SocketDir)
 }
 

@@ -1,0 +1,40 @@
+package gateway
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/config"
+)
+
+// FromConfig builds a gateway from a gateway section of an agent or daemon
+// file (or supervise's --llm-* flags): each upstream gets the key file its
+// name is given in key_files. It does not serve yet. A key file for no
+// upstream is an error, as is a bad upstream, key or price file.
+func FromConfig(c config.Gateway, log *zap.Logger) (*Gateway, error) {
+	cfg := Config{Listen: c.Listen, Log: log}
+	names := map[string]bool{}
+	for _, s := range c.Upstreams {
+		u, err := ParseUpstream(s)
+		if err != nil {
+			return nil, fmt.Errorf("gateway upstream %q: %w", s, err)
+		}
+		u.KeyFile = c.KeyFiles[u.Name]
+		names[u.Name] = true
+		cfg.Upstreams = append(cfg.Upstreams, u)
+	}
+	for name := range c.KeyFiles {
+		if !names[name] {
+			return nil, fmt.Errorf("gateway key_files: %q names no upstream", name)
+		}
+	}
+	if c.Prices != "" {
+		p, err := LoadPrices(c.Prices)
+		if err != nil {
+			return nil, fmt.Errorf("gateway prices: %w", err)
+		}
+		cfg.Prices = p
+	}
+	return New(cfg)
+}
