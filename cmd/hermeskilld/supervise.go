@@ -219,7 +219,7 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	if m != nil {
 		m.SetSource(func() []metrics.AgentSample {
 			st := r.Status()
-			return []metrics.AgentSample{{ID: a.ID, State: st.State, Heartbeats: st.Agent.Heartbeats, Heartbeat: st.Heartbeat}}
+			return []metrics.AgentSample{metrics.SampleOf(a.ID, st.State, &st, opts.Gateway != nil)}
 		})
 	}
 	go relaySignals(sigs, r, log)

@@ -85,6 +85,9 @@ func (d *Daemon) applyFile(path string) {
 		a.Normalize()
 		err = a.Validate(true)
 	}
+	if err == nil && a.Gateway.On() {
+		err = fmt.Errorf("%s: gateway: an agent file cannot set its own under the daemon, whose gateway section serves every agent", path)
+	}
 	if err == nil {
 		err = d.claimID(path, a.ID)
 	}

@@ -290,11 +290,7 @@ func (d *Daemon) MetricsSamples() []metrics.AgentSample {
 	var out []metrics.AgentSample
 	for _, s := range d.sortedSlots() {
 		info, st := s.info()
-		smp := metrics.AgentSample{ID: info.ID, State: info.State}
-		if st != nil {
-			smp.Heartbeats, smp.Heartbeat = st.Agent.Heartbeats, st.Heartbeat
-		}
-		out = append(out, smp)
+		out = append(out, metrics.SampleOf(info.ID, info.State, st, d.gw != nil))
 	}
 	return out
 }

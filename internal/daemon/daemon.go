@@ -25,6 +25,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/containment"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/keeper"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/recorder"
@@ -55,6 +56,7 @@ type Daemon struct {
 	rt      *procsup.Runtime
 	cgm     *cgroup.Manager
 	kp      *keeper.Keeper
+	gw      *gateway.Gateway // nil without a gateway section
 	signer  *certs.Signer
 	held    *held
 	rec     *recorder.Recorder
@@ -145,6 +147,13 @@ func newDaemon(o Options) (*Daemon, error) {
 		Metrics: o.Metrics, Outbox: o.Outbox, Log: d.log, Stream: d.streamEvent,
 	}
 	supervisor.RecoverCerts(d.certsDir, d.log)
+	if cfg.Gateway.On() {
+		if d.gw, err = gateway.FromConfig(cfg.Gateway, d.log.Named("gateway")); err != nil {
+			return nil, err
+		}
+		d.log.Info("LLM gateway: every agent's LLM traffic goes through it", zap.String("listen", d.gw.Addr()),
+			zap.Strings("upstreams", cfg.Gateway.Upstreams))
+	}
 	d.systemd, _ = client.FromEnv() // our own supervisor (systemd); a no-op without one
 	return d, nil
 }
@@ -201,6 +210,17 @@ func (d *Daemon) Run(ctx context.Context, services ...Service) error {
 	}
 	defer w.Close()
 
+	gwDone := make(chan struct{})
+	if d.gw != nil {
+		go func() {
+			defer close(gwDone)
+			if err := d.gw.Serve(context.Background()); err != nil {
+				d.log.Error("gateway", zap.Error(err))
+			}
+		}()
+	} else {
+		close(gwDone)
+	}
 	svcCtx, stopServices := context.WithCancel(context.Background())
 	var svcs sync.WaitGroup
 	for _, sv := range services {
@@ -211,7 +231,12 @@ func (d *Daemon) Run(ctx context.Context, services ...Service) error {
 		})
 	}
 	stop := func(why string) error {
-		return d.shutdown(why, stopServer, func() { stopServices(); svcs.Wait() })
+		err := d.shutdown(why, stopServer, func() { stopServices(); svcs.Wait() })
+		if d.gw != nil {
+			_ = d.gw.Close() // after the agents: their ladders revoke their grants
+			<-gwDone
+		}
+		return err
 	}
 
 	if _, err := os.Stat(d.estopFile); err == nil {
@@ -344,6 +369,7 @@ func (d *Daemon) startRun(s *slot, a *config.Agent) (agentRun, error) {
 		Agent: a, Runtime: d.rt, Cgroups: d.cgm, Keeper: d.kp, SocketDir: filepath.Join(d.socketsDir, a.ID),
 		Credential: cred, StdoutSink: logw, StderrSink: logw,
 		CertsDir: d.certsDir, Signer: d.signer, AuditHead: supervisor.AuditHead(d.rec.Audit), HeartbeatRate: rate,
+		Gateway: d.gw,
 		OnEvent: d.rec.Event, Log: d.log,
 	})
 	if err != nil {

@@ -4,10 +4,12 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
+	"github.com/hermeskill/hermeskilld/internal/supervisor"
 )
 
 // AgentSample is one agent's state at scrape time.
@@ -18,6 +20,12 @@ type AgentSample struct {
 	// from 0 when the agent restarts (rate() handles counter resets).
 	Heartbeats uint64
 	Heartbeat  heartbeat.StatsSnapshot
+	// What the agent reported about itself, and what the LLM gateway
+	// metered (Metered: the gateway carries its traffic).
+	Progress, Tokens, MeteredTokens uint64
+	CostUSD, MeteredCostUSD         float64
+	Metered                         bool
+	LastHeartbeat                   time.Time // zero: none yet
 }
 
 // DropReasons are the reason label values of
@@ -68,6 +76,14 @@ var (
 		"Agents by state.", []string{"state"}, nil)
 	descHeartbeats = prometheus.NewDesc(namespace+"_heartbeats_total",
 		"Heartbeats accepted, by agent.", []string{"agent"}, nil)
+	descProgress = prometheus.NewDesc(namespace+"_agent_progress",
+		"The agent's PROGRESS step counter, by agent (of its current run).", []string{"agent"}, nil)
+	descTokens = prometheus.NewDesc(namespace+"_agent_tokens",
+		"Tokens used by the agent's current run: reported by the agent, or metered by the LLM gateway.", []string{"agent", "source"}, nil)
+	descCost = prometheus.NewDesc(namespace+"_agent_cost_usd",
+		"Spend of the agent's current run in USD: reported by the agent, or metered by the LLM gateway.", []string{"agent", "source"}, nil)
+	descLastBeat = prometheus.NewDesc(namespace+"_agent_last_heartbeat_timestamp_seconds",
+		"When the agent last beat (Unix time), by agent.", []string{"agent"}, nil)
 	descDropped = prometheus.NewDesc(namespace+"_datagrams_dropped_total",
 		"Heartbeat socket datagrams dropped, by agent and reason.", []string{"agent", "reason"}, nil)
 	descPending = prometheus.NewDesc(namespace+"_outbox_pending",
@@ -100,7 +116,7 @@ func (c *stateCollector) rejected() uint64 {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAgents, descHeartbeats, descDropped,
+	for _, d := range []*prometheus.Desc{descAgents, descHeartbeats, descDropped, descProgress, descTokens, descCost, descLastBeat,
 		descPending, descParked, descDelivered, descFailures, descRejected} {
 		ch <- d
 	}
@@ -138,8 +154,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	// Sum by label: several agents share "_other", and a source may repeat
 	// an id; a series must be exported once.
 	type perAgent struct {
-		heartbeats uint64
-		dropped    []uint64
+		heartbeats             uint64
+		dropped                []uint64
+		progress, tokens, mTok uint64
+		cost, mCost            float64
+		metered                bool
+		lastBeat               time.Time
 	}
 	states := map[string]int{}
 	agents := map[string]*perAgent{}
@@ -157,6 +177,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for i, n := range dropped(s.Heartbeat) {
 			a.dropped[i] += n
 		}
+		a.progress, a.tokens, a.cost = a.progress+s.Progress, a.tokens+s.Tokens, a.cost+s.CostUSD
+		if s.Metered {
+			a.metered, a.mTok, a.mCost = true, a.mTok+s.MeteredTokens, a.mCost+s.MeteredCostUSD
+		}
+		if s.LastHeartbeat.After(a.lastBeat) {
+			a.lastBeat = s.LastHeartbeat
+		}
 	}
 	for state, n := range states {
 		ch <- prometheus.MustNewConstMetric(descAgents, prometheus.GaugeValue, float64(n), state)
@@ -166,6 +193,17 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descHeartbeats, prometheus.CounterValue, float64(a.heartbeats), label)
 		for i, reason := range DropReasons {
 			ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(a.dropped[i]), label, reason)
+		}
+		ch <- prometheus.MustNewConstMetric(descProgress, prometheus.GaugeValue, float64(a.progress), label)
+		ch <- prometheus.MustNewConstMetric(descTokens, prometheus.GaugeValue, float64(a.tokens), label, "reported")
+		ch <- prometheus.MustNewConstMetric(descCost, prometheus.GaugeValue, a.cost, label, "reported")
+		if a.metered {
+			ch <- prometheus.MustNewConstMetric(descTokens, prometheus.GaugeValue, float64(a.mTok), label, "metered")
+			ch <- prometheus.MustNewConstMetric(descCost, prometheus.GaugeValue, a.mCost, label, "metered")
+		}
+		if !a.lastBeat.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descLastBeat, prometheus.GaugeValue,
+				float64(a.lastBeat.UnixNano())/1e9, label)
 		}
 	}
 }
@@ -233,4 +271,18 @@ func (l *agentLabels) sync(present []string) {
 	for _, id := range slices.Sorted(maps.Keys(in)) {
 		l.labelLocked(id)
 	}
+}
+
+// SampleOf is an agent's sample from its run's published status; state is
+// the state to report (the daemon's, which knows more than the run).
+func SampleOf(id, state string, st *supervisor.Status, metered bool) AgentSample {
+	s := AgentSample{ID: id, State: state}
+	if st == nil {
+		return s
+	}
+	a := st.Agent
+	s.Heartbeats, s.Heartbeat = a.Heartbeats, st.Heartbeat
+	s.Progress, s.Tokens, s.CostUSD, s.LastHeartbeat = a.Progress, a.Tokens, a.CostUSD, a.LastHeartbeat
+	s.Metered, s.MeteredTokens, s.MeteredCostUSD = metered, a.MeteredTokens, a.MeteredCostUSD
+	return s
 }

@@ -314,3 +314,35 @@ func get(t *testing.T, url string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// Per-agent gauges: progress, tokens and cost (reported; metered too when
+// the gateway carries the agent's traffic), and when it last beat.
+func TestAgentGauges(t *testing.T) {
+	m := New(Options{AgentLabelLimit: 10})
+	beat := time.Unix(1_700_000_000, 500_000_000)
+	m.SetSource(func() []AgentSample {
+		return []AgentSample{
+			{ID: "plain", State: "running", Progress: 7, Tokens: 100, CostUSD: 0.25, LastHeartbeat: beat},
+			{ID: "gated", State: "running", Progress: 3, Tokens: 1, CostUSD: 0.01, Metered: true, MeteredTokens: 5000, MeteredCostUSD: 1.5},
+		}
+	})
+	require.NoError(t, gatherAndCompare(m.Registry(), `
+# HELP hermeskill_agent_cost_usd Spend of the agent's current run in USD: reported by the agent, or metered by the LLM gateway.
+# TYPE hermeskill_agent_cost_usd gauge
+hermeskill_agent_cost_usd{agent="gated",source="metered"} 1.5
+hermeskill_agent_cost_usd{agent="gated",source="reported"} 0.01
+hermeskill_agent_cost_usd{agent="plain",source="reported"} 0.25
+# HELP hermeskill_agent_last_heartbeat_timestamp_seconds When the agent last beat (Unix time), by agent.
+# TYPE hermeskill_agent_last_heartbeat_timestamp_seconds gauge
+hermeskill_agent_last_heartbeat_timestamp_seconds{agent="plain"} 1.7000000005e+09
+# HELP hermeskill_agent_progress The agent's PROGRESS step counter, by agent (of its current run).
+# TYPE hermeskill_agent_progress gauge
+hermeskill_agent_progress{agent="gated"} 3
+hermeskill_agent_progress{agent="plain"} 7
+# HELP hermeskill_agent_tokens Tokens used by the agent's current run: reported by the agent, or metered by the LLM gateway.
+# TYPE hermeskill_agent_tokens gauge
+hermeskill_agent_tokens{agent="gated",source="metered"} 5000
+hermeskill_agent_tokens{agent="gated",source="reported"} 1
+hermeskill_agent_tokens{agent="plain",source="reported"} 100
+`, "hermeskill_agent_cost_usd", "hermeskill_agent_last_heartbeat_timestamp_seconds", "hermeskill_agent_progress", "hermeskill_agent_tokens"))
+}
