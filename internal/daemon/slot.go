@@ -354,7 +354,6 @@ func (s *slot) release() {
 	s.poke()
 }
 
-
 func joinComma(s []string) string {
 	out := ""
 	for i, v := range s {
