@@ -90,6 +90,9 @@ listens and pings the watchdog from its main loop.`,
 					return link.Run(ctx, d.AgentIDs, func(ctx context.Context, id, reason, op string) error {
 						_, err := d.Kill(ctx, control.KillRequest{ID: id, Reason: reason, Operator: op})
 						return err
+					}, func(ctx context.Context, id, reason, op string) error {
+						_, err := d.Revoke(ctx, control.RevokeRequest{ID: id, Reason: reason, Operator: op})
+						return err
 					})
 				}})
 			}

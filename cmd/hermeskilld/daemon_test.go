@@ -580,3 +580,37 @@ func TestDaemonSIGHUPReload(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond, "the new default never reached the agent")
 	require.Equal(t, pid, st.PID, "a reload does not restart the agent")
 }
+
+// Standing revocations through the CLI against a real daemon: revoke
+// kills the agent with a certificate and keeps it down; the rule survives
+// a restart of the daemon and blocks the start; lifting it lets it run.
+func TestDaemonRevocations(t *testing.T) {
+	m := marker(t)
+	t.Cleanup(func() { requireNoSurvivors(t, m) })
+	root := shortTemp(t)
+	d := startDaemonIn(t, root, "")
+	d.writeAgent("bot", sleeper(t, "bot", m, "labels: {model: recalled}\n"))
+	d.waitState("bot", "running")
+	r := d.ctl("revoke", "--selector", "model=recalled", "--reason", "model recalled")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "revocation r1 stored: labels model=recalled")
+	info := d.waitState("bot", "revoked")
+	require.Contains(t, info.Note, "rule r1: model recalled")
+	require.Eventually(t, func() bool { return len(d.certs()) == 1 }, 30*time.Second, 50*time.Millisecond)
+	c := d.certs()[0]
+	require.Equal(t, "manual", c["trigger_type"])
+
+	d.stop(syscall.SIGTERM)
+	d = startDaemonIn(t, root, "")
+	d.waitState("bot", "revoked")
+	r = d.ctl("revocations")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "r1")
+	require.Contains(t, r.stdout, "labels model=recalled")
+
+	r = d.ctl("revocations", "lift", "r1")
+	require.Equal(t, 0, r.code, r.stderr)
+	d.waitState("bot", "running")
+	r = d.ctl("revocations", "--json")
+	require.Equal(t, "[]\n", r.stdout)
+}

@@ -92,7 +92,7 @@ Run many as a service and operate them:
 		return usageError("%v\nRun '%s --help' for usage.", err, c.CommandPath())
 	})
 	root.AddCommand(newSupervise(), newDaemon(),
-		newPS(), newStatus(), newKill(), newEstop(), newRelease(), newEvents(), newCerts(),
+		newPS(), newStatus(), newKill(), newEstop(), newRelease(), newRevoke(), newRevocations(), newEvents(), newCerts(),
 		newCalibrate(), newAudit(), newKeygen(), newCheckConfig(), newVersion())
 	return root
 }

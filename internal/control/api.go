@@ -50,6 +50,7 @@ const (
 	StateQuarantined = "quarantined" // killed; down until released
 	StateEstopped    = "estopped"    // down because of the e-stop
 	StateInvalid     = "invalid"     // its file does not parse; never started
+	StateRevoked     = "revoked"     // a standing revocation matches it: down, its LLM access withdrawn
 )
 
 // AgentInfo is one row of `hermeskilld ps`. Times unknown are left out.
@@ -198,6 +199,43 @@ type EstopRequest struct {
 	Wait     bool   `json:"wait"`
 }
 
+// RevokeRequest stores a standing revocation: the agents it matches are
+// killed through the ladder (whose first step withdraws their LLM
+// gateway access), and matching agents are refused any new start until
+// the rule is lifted. Exactly one of ID or Selector, or StartedBefore
+// (alone or with Selector), must be set; StartedBefore matches runs, so it
+// kills but blocks no new start.
+type RevokeRequest struct {
+	ID            string            `json:"id,omitempty"`
+	Selector      map[string]string `json:"selector,omitempty"`
+	StartedBefore time.Time         `json:"started_before,omitzero"`
+	Reason        string            `json:"reason"` // required
+	Operator      string            `json:"operator,omitempty"`
+}
+
+// Revocation is a standing revocation, persisted across restarts.
+type Revocation struct {
+	Rule          string            `json:"rule"` // "r1", "r2", …
+	ID            string            `json:"id,omitempty"`
+	Selector      map[string]string `json:"selector,omitempty"`
+	StartedBefore time.Time         `json:"started_before,omitzero"`
+	Reason        string            `json:"reason"`
+	Operator      string            `json:"operator,omitempty"`
+	Since         time.Time         `json:"since"`
+}
+
+// RevokeResult is what a revocation stored and killed.
+type RevokeResult struct {
+	Revocation Revocation   `json:"revocation"`
+	Killed     []KillResult `json:"killed"`
+}
+
+// LiftRequest lifts a standing revocation.
+type LiftRequest struct {
+	Rule     string `json:"rule"`
+	Operator string `json:"operator,omitempty"`
+}
+
 // ReleaseRequest lets a quarantined agent (or, with Estop, every agent
 // held by the e-stop) start again.
 type ReleaseRequest struct {
@@ -254,6 +292,9 @@ type Backend interface {
 	Kill(ctx context.Context, req KillRequest) ([]KillResult, error)
 	Estop(ctx context.Context, req EstopRequest) ([]KillResult, error)
 	Release(req ReleaseRequest) error
+	Revoke(ctx context.Context, req RevokeRequest) (RevokeResult, error)
+	Revocations() []Revocation
+	Lift(req LiftRequest) error
 	Certs(agentID string) ([]CertSummary, error)
 	// Cert returns the raw certificate file for an id (or a path under
 	// the certificates directory).

@@ -144,6 +144,23 @@ func (c *Client) Release(ctx context.Context, req ReleaseRequest) error {
 	return c.do(ctx, http.MethodPost, "/v1/release", req, nil)
 }
 
+// Revoke is POST /v1/revoke.
+func (c *Client) Revoke(ctx context.Context, req RevokeRequest) (RevokeResult, error) {
+	var v RevokeResult
+	return v, c.do(ctx, http.MethodPost, "/v1/revoke", req, &v)
+}
+
+// Revocations is GET /v1/revocations.
+func (c *Client) Revocations(ctx context.Context) ([]Revocation, error) {
+	var v []Revocation
+	return v, c.do(ctx, http.MethodGet, "/v1/revocations", nil, &v)
+}
+
+// Lift is POST /v1/revocations/lift.
+func (c *Client) Lift(ctx context.Context, req LiftRequest) error {
+	return c.do(ctx, http.MethodPost, "/v1/revocations/lift", req, nil)
+}
+
 // Certs is GET /v1/certs: every certificate, or an agent's when agentID is
 // not empty.
 func (c *Client) Certs(ctx context.Context, agentID string) ([]CertSummary, error) {

@@ -94,6 +94,44 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, c Caller) error
 	return nil
 }
 
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request, c Caller) error {
+	var req RevokeRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	req.Operator = c.Name
+	s.b.AuditRequest(c, r.Method, r.URL.Path, req)
+	s.log.Info("revocation requested", zap.String("caller", c.Name), zap.Int("pid", c.PID),
+		zap.String("id", req.ID), zap.Any("selector", req.Selector), zap.Time("started_before", req.StartedBefore))
+	res, err := s.b.Revoke(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, res)
+}
+
+func (s *Server) revocations(w http.ResponseWriter, _ *http.Request, _ Caller) error {
+	return writeJSON(w, nonNil(s.b.Revocations()))
+}
+
+func (s *Server) lift(w http.ResponseWriter, r *http.Request, c Caller) error {
+	var req LiftRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Rule == "" {
+		return fmt.Errorf("%w: name the rule to lift", ErrBadInput)
+	}
+	req.Operator = c.Name
+	s.b.AuditRequest(c, r.Method, r.URL.Path, req)
+	s.log.Info("revocation lift requested", zap.String("caller", c.Name), zap.String("rule", req.Rule))
+	if err := s.b.Lift(req); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 func (s *Server) certs(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	list, err := s.b.Certs(r.URL.Query().Get("agent"))
 	if err != nil {

@@ -95,7 +95,13 @@ func (f *fakes) of(id string) []*fakeRun {
 // newTestDaemon is a daemon in temp dirs whose agents are fake runs.
 func newTestDaemon(t *testing.T) (*Daemon, *fakes) {
 	t.Helper()
-	root := t.TempDir()
+	return newTestDaemonIn(t, t.TempDir())
+}
+
+// newTestDaemonIn is newTestDaemon in root: a second one in the same root
+// is the same daemon restarted.
+func newTestDaemonIn(t *testing.T, root string) (*Daemon, *fakes) {
+	t.Helper()
 	cfg, err := config.ParseDaemon([]byte(fmt.Sprintf("state_dir: %s\nruntime_dir: %s\nagents_dir: %s\nestop_file: %s\n",
 		filepath.Join(root, "state"), filepath.Join(root, "run"), filepath.Join(root, "agents"), filepath.Join(root, "STOP"))),
 		filepath.Join(root, "hk.yaml"))

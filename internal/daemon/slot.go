@@ -48,6 +48,7 @@ type slot struct {
 	runs      int
 	waiters   []chan control.KillResult
 	killedBy  *control.Quarantine // a manual kill in flight
+	revoking  bool                // that kill is a standing revocation's
 	logw      io.Closer           // the run's output log
 }
 
@@ -118,6 +119,9 @@ func (s *slot) blockedLocked() string {
 	case s.cfg == nil:
 		return control.StateInvalid
 	}
+	if _, ok := s.d.held.revokedFor(s.id, s.cfg.Labels); ok {
+		return control.StateRevoked
+	}
 	if _, ok := s.d.held.quarantined(s.id); ok {
 		return control.StateQuarantined
 	}
@@ -171,11 +175,14 @@ func (s *slot) ended(out supervisor.Outcome) {
 	}
 	manual := s.killedBy
 	s.killedBy = nil
+	defer func() { s.revoking = false }()
 	note := s.lastExit
 	switch {
 	case s.removed || s.shutdown:
 	case s.d.estopped():
 		note = "stopped by the e-stop"
+	case s.revoking && s.heldByRuleLocked():
+		note = "revoked: " + manual.Reason // the rule keeps it down, not a quarantine
 	case out.Killed && (manual != nil || a.AfterKill == config.AfterKillQuarantine):
 		q := control.Quarantine{Reason: quarantineReason(out), Operator: ""}
 		if manual != nil {
@@ -240,6 +247,9 @@ func (s *slot) stateLocked() (state, note string) {
 		return st, note
 	}
 	switch b := s.blockedLocked(); b {
+	case control.StateRevoked:
+		r, _ := s.d.held.revokedFor(s.id, s.cfg.Labels)
+		return b, fmt.Sprintf("rule %s: %s", r.Rule, r.Reason)
 	case control.StateQuarantined:
 		q, _ := s.d.held.quarantined(s.id)
 		return b, q.Reason
@@ -291,6 +301,31 @@ func (s *slot) kill(ctx context.Context, operator, reason string, wait bool) con
 	case <-ctx.Done():
 		return control.KillResult{ID: s.id, Error: "stopped waiting: " + ctx.Err().Error()}
 	}
+}
+
+// heldByRuleLocked reports whether a standing revocation keeps the agent
+// from starting (s.mu held).
+func (s *slot) heldByRuleLocked() bool {
+	_, ok := s.d.held.revokedFor(s.id, s.cfg.Labels)
+	return ok
+}
+
+// revoke kills the running agent through the ladder for a standing
+// revocation (rule): no quarantine, the rule keeps it down.
+func (s *slot) revoke(ctx context.Context, rule control.Revocation) control.KillResult {
+	s.mu.Lock()
+	r := s.run
+	if r == nil {
+		s.mu.Unlock()
+		return control.KillResult{ID: s.id, Error: "not running"}
+	}
+	if s.killedBy == nil {
+		s.killedBy = &control.Quarantine{Since: rule.Since, Reason: rule.Reason, Operator: rule.Operator}
+		s.revoking = true
+	}
+	s.mu.Unlock()
+	r.Kill(rule.Operator, fmt.Sprintf("revoked (rule %s): %s", rule.Rule, rule.Reason))
+	return control.KillResult{ID: s.id}
 }
 
 // stopFor ends the slot's current run (file removed, daemon shutdown)

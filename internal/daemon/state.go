@@ -24,6 +24,8 @@ type held struct {
 	mu    sync.Mutex
 	Estop *control.Quarantine           `json:"estop,omitempty"`
 	Agent map[string]control.Quarantine `json:"quarantined"`
+	// Revoked are the standing revocations, in the order they were made.
+	Revoked []control.Revocation `json:"revocations,omitempty"`
 }
 
 func loadHeld(path string) (*held, error) {
@@ -95,6 +97,58 @@ func (h *held) quarantined(id string) (control.Quarantine, bool) {
 	defer h.mu.Unlock()
 	q, ok := h.Agent[id]
 	return q, ok
+}
+
+// revoke stores a standing revocation and returns it with its rule id.
+func (h *held) revoke(r control.Revocation) (control.Revocation, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, old := range h.Revoked {
+		var k int
+		if _, err := fmt.Sscanf(old.Rule, "r%d", &k); err == nil {
+			n = max(n, k)
+		}
+	}
+	r.Rule, r.Since = fmt.Sprintf("r%d", n+1), time.Now().UTC()
+	h.Revoked = append(h.Revoked, r)
+	return r, h.saveLocked()
+}
+
+// lift removes a rule; it reports whether there was one.
+func (h *held) lift(rule string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, r := range h.Revoked {
+		if r.Rule == rule {
+			h.Revoked = append(h.Revoked[:i:i], h.Revoked[i+1:]...)
+			return true, h.saveLocked()
+		}
+	}
+	return false, nil
+}
+
+func (h *held) revocations() []control.Revocation {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]control.Revocation(nil), h.Revoked...)
+}
+
+// revokedFor returns the first rule that keeps an agent with these labels
+// from starting (a rule by id or by selector; started_before rules match
+// runs, never a new start).
+func (h *held) revokedFor(id string, labels map[string]string) (control.Revocation, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.Revoked {
+		if !r.StartedBefore.IsZero() {
+			continue
+		}
+		if (r.ID != "" && r.ID == id) || (r.ID == "" && len(r.Selector) > 0 && labelsMatch(labels, r.Selector)) {
+			return r, true
+		}
+	}
+	return control.Revocation{}, false
 }
 
 func (h *held) setEstop(q *control.Quarantine) error {

@@ -20,6 +20,9 @@ import (
 // Directive actions hermeskilld acts on.
 const (
 	ActionKill = "kill"
+	// ActionRevoke is a standing revocation of the agent: killed, its LLM
+	// access withdrawn, and kept from starting until an operator lifts it.
+	ActionRevoke = "revoke"
 )
 
 // Defaults of PollerOptions.
@@ -155,7 +158,7 @@ func (p *Poller) handle(agentID string, d Directive) bool {
 	}
 	acted := false
 	switch d.Action {
-	case ActionKill:
+	case ActionKill, ActionRevoke:
 		log.Info("control plane directive", zap.String("reason", d.Reason))
 		p.opts.Handle(agentID, d)
 		acted = true

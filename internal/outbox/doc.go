@@ -78,6 +78,11 @@
 //	kill   stop the agent through the escalation ladder; the certificate is
 //	       trigger_type "manual" and is delivered as a kill event like any
 //	       other, which is the control plane's acknowledgement
+//	revoke a standing revocation of the agent (the daemon's revoke ID): it
+//	       is killed as for kill, its LLM gateway access is withdrawn, and
+//	       it is kept from starting until an operator lifts the rule
+//	       (`hermeskilld revocations lift`); repeating it adds a rule that
+//	       matches the same agent, which is harmless
 //
 // A directive with another action is logged and ignored (and remembered, so
 // it is logged once). A directive without id or action is ignored. Fields

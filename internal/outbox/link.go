@@ -58,7 +58,7 @@ func FromConfig(cp *config.ControlPlane, stateDir string, log *zap.Logger, onSta
 // agent's side), not wait for the death. A kill that fails is logged.
 //
 // Errors: ErrClosed or ErrRunning from the Outbox, or the Poller's.
-func (l *Link) Run(ctx context.Context, agents func() []string, kill Kill) error {
+func (l *Link) Run(ctx context.Context, agents func() []string, kill, revoke Kill) error {
 	var p *Poller
 	if l.cp.PollInterval > 0 {
 		log := l.log.Named("directives")
@@ -66,7 +66,11 @@ func (l *Link) Run(ctx context.Context, agents func() []string, kill Kill) error
 		p, err = NewPoller(PollerOptions{URL: l.cp.URL, TokenFile: l.cp.TokenFile, Dir: l.dir,
 			Interval: l.cp.PollInterval, Timeout: l.cp.Timeout, Log: log, Agents: agents,
 			Handle: func(id string, d Directive) {
-				if err := kill(context.WithoutCancel(ctx), id, d.KillReason(), d.KillOperator()); err != nil {
+				act := kill
+				if d.Action == ActionRevoke {
+					act = revoke
+				}
+				if err := act(context.WithoutCancel(ctx), id, d.KillReason(), d.KillOperator()); err != nil {
 					log.Error("control plane directive not applied", zap.String("agent", id),
 						zap.String("directive", d.ID), zap.Error(err))
 				}

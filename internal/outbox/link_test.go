@@ -29,7 +29,8 @@ type killed struct{ agent, reason, operator string }
 // and operator its certificate records, on a context that outlives Run's.
 func TestLinkFromConfig(t *testing.T) {
 	cp := newControlPlane(t, nil)
-	cp.directives["a"] = []Directive{{ID: "d1", Action: ActionKill, Reason: "runaway spend", Operator: "alice@cp"}}
+	cp.directives["a"] = []Directive{{ID: "d0", Action: ActionRevoke, Reason: "model recalled"},
+		{ID: "d1", Action: ActionKill, Reason: "runaway spend", Operator: "alice@cp"}}
 	cfg := &config.ControlPlane{URL: cp.url(), PollInterval: 5 * time.Millisecond, Timeout: 2 * time.Second, MaxOutbox: 10}
 	state := t.TempDir()
 	var stats []Stats
@@ -40,6 +41,7 @@ func TestLinkFromConfig(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	kills := make(chan killed, 4)
+	revokes := make(chan killed, 4)
 	detached := make(chan error, 4)
 	done := make(chan error, 1)
 	go func() {
@@ -49,6 +51,10 @@ func TestLinkFromConfig(t *testing.T) {
 				cancel() // the daemon shuts down while the kill runs
 				detached <- kctx.Err()
 				return errors.New("agent already gone")
+			},
+			func(_ context.Context, agent, reason, operator string) error {
+				revokes <- killed{agent, reason, operator}
+				return nil
 			})
 	}()
 	select {
@@ -58,6 +64,12 @@ func TestLinkFromConfig(t *testing.T) {
 		t.Fatal("no kill")
 	}
 	require.NoError(t, <-detached, "the kill's context was cancelled with Run's")
+	select {
+	case r := <-revokes:
+		assert.Equal(t, killed{"a", "model recalled", "control-plane"}, r, "a revoke directive is a standing revocation")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no revocation")
+	}
 	require.NoError(t, <-done)
 	require.NoError(t, l.Close())
 	assert.Empty(t, kills, "a directive is acted on once")
@@ -72,7 +84,8 @@ func TestLinkWithoutPolling(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	require.NoError(t, l.Run(ctx, func() []string { return []string{"a"} },
-		func(context.Context, string, string, string) error { t.Error("kill called"); return nil }))
+		func(context.Context, string, string, string) error { t.Error("kill called"); return nil },
+		func(context.Context, string, string, string) error { t.Error("revoke called"); return nil }))
 	require.NoError(t, l.Close())
 	cp.mu.Lock()
 	defer cp.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hermeskill/hermeskilld/internal/control"
 )
@@ -38,6 +39,7 @@ type Backend struct {
 	subs     map[int]chan control.Event
 	nextSub  int
 	estopped bool
+	revoked  []control.Revocation
 
 	// KillHook, when set, replaces the fake's kill (after the fake has
 	// recorded the call).
@@ -229,6 +231,38 @@ func (b *Backend) Estop(_ context.Context, req control.EstopRequest) ([]control.
 }
 
 // Release makes a quarantined agent (or every e-stopped one) running.
+// Revoke records a revocation (the fake kills nothing).
+func (b *Backend) Revoke(_ context.Context, req control.RevokeRequest) (control.RevokeResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, "revoke")
+	r := control.Revocation{Rule: fmt.Sprintf("r%d", len(b.revoked)+1), ID: req.ID, Selector: req.Selector,
+		StartedBefore: req.StartedBefore, Reason: req.Reason, Operator: req.Operator, Since: time.Now().UTC()}
+	b.revoked = append(b.revoked, r)
+	return control.RevokeResult{Revocation: r, Killed: []control.KillResult{}}, nil
+}
+
+// Revocations lists what Revoke recorded.
+func (b *Backend) Revocations() []control.Revocation {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]control.Revocation(nil), b.revoked...)
+}
+
+// Lift removes a recorded revocation.
+func (b *Backend) Lift(req control.LiftRequest) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, "lift")
+	for i, r := range b.revoked {
+		if r.Rule == req.Rule {
+			b.revoked = append(b.revoked[:i], b.revoked[i+1:]...)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s", control.ErrNotFound, req.Rule)
+}
+
 func (b *Backend) Release(req control.ReleaseRequest) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
