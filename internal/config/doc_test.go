@@ -3,32 +3,74 @@ package config
 import (
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// docBlock returns the first indented block after the doc.go heading, as
-// YAML.
-func docBlock(t *testing.T, heading string) []byte {
+// The configuration reference for people: its path relative to this
+// package's directory (where go test runs), and its name in errors.
+const (
+	configDoc     = "../../docs/configuration.md"
+	configDocName = "docs/configuration.md"
+)
+
+// docBlock is one ```yaml block of the reference.
+type docBlock struct {
+	section string // the "## " heading it is under
+	file    string // the name its first line gives it: "# hermeskilld.yaml"
+	line    int    // of its first line in the reference
+	data    []byte // the block, after line-1 empty lines: an error's line is the reference's
+}
+
+// docBlocks returns every ```yaml block of the reference, in order. Each
+// starts with a comment naming the file it is: "# hermeskilld.yaml" for
+// the daemon file, any other "# NAME.yaml" for an agent file.
+func docBlocks(t *testing.T) []docBlock {
 	t.Helper()
-	src, err := os.ReadFile("doc.go")
+	src, err := os.ReadFile(configDoc)
 	require.NoError(t, err)
-	_, after, ok := strings.Cut(string(src), "// # "+heading+"\n")
-	require.True(t, ok, heading)
-	var b strings.Builder
-	in := false
-	for _, line := range strings.Split(after, "\n") {
-		y, isCode := strings.CutPrefix(line, "//\t")
-		if isCode {
-			in = true
-			b.WriteString(y + "\n")
-		} else if in {
-			break
+	var blocks []docBlock
+	var cur *docBlock
+	section := ""
+	for i, line := range strings.Split(string(src), "\n") {
+		switch {
+		case cur != nil && line == "```":
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			if cur.file == "" {
+				name, ok := strings.CutPrefix(line, "# ")
+				name, _, _ = strings.Cut(name, ":")
+				require.True(t, ok && strings.HasSuffix(name, ".yaml"),
+					"%s:%d: a YAML block must start with a comment naming its file (# hermeskilld.yaml, # agents.d/NAME.yaml)", configDocName, cur.line)
+				cur.file = name
+			}
+			cur.data = append(cur.data, line+"\n"...)
+		case line == "```yaml":
+			cur = &docBlock{section: section, line: i + 2, data: []byte(strings.Repeat("\n", i+1))}
+		case strings.HasPrefix(line, "## "):
+			section = strings.TrimPrefix(line, "## ")
 		}
 	}
-	return []byte(b.String())
+	require.Nil(t, cur, "a ```yaml block is not closed")
+	return blocks
+}
+
+func (b docBlock) isDaemon() bool { return b.file == "hermeskilld.yaml" }
+
+// reference returns the first block of the section: its annotated file.
+func reference(t *testing.T, section string) docBlock {
+	t.Helper()
+	for _, b := range docBlocks(t) {
+		if b.section == section {
+			return b
+		}
+	}
+	require.FailNow(t, "no YAML block under the heading", "## %s in %s", section, configDoc)
+	return docBlock{}
 }
 
 // schemaKeys lists the path of every key of the struct type t below
@@ -51,12 +93,12 @@ func schemaKeys(t reflect.Type, prefix string) []string {
 }
 
 // docKeys decodes a reference block onto v and returns the keys it sets,
-// but not the free-form names of labels, env and key_files, the elements of lists,
-// or what is below the daemon's defaults section.
-func docKeys(t *testing.T, data []byte, v any) []string {
+// but not the free-form names of labels, env and key_files, the elements
+// of lists, or what is below the daemon's defaults section.
+func docKeys(t *testing.T, b docBlock, v any) []string {
 	t.Helper()
-	d := newDecoder("doc.go")
-	root, ok := d.document(data)
+	d := newDecoder(configDocName)
+	root, ok := d.document(b.data)
 	require.True(t, ok)
 	d.mapping(root, "", reflect.ValueOf(v).Elem(), scope{})
 	require.Empty(t, d.errs)
@@ -70,29 +112,83 @@ func docKeys(t *testing.T, data []byte, v any) []string {
 	return keys
 }
 
-// The annotated references in the package comment are real files: they
-// parse, and they set every key of the schema, nothing else.
+// The annotated files of the reference are real files: they parse, and
+// they set every key of the schema, nothing else. A key added to the
+// schema fails here until the reference describes it.
 func TestDocReferenceAgent(t *testing.T) {
-	data := docBlock(t, "Agent file")
-	a, err := ParseAgent(data, "doc.go", nil)
+	b := reference(t, "Agent file")
+	require.False(t, b.isDaemon(), "%s:%d", configDocName, b.line)
+	a, err := ParseAgent(b.data, configDocName, nil)
 	require.NoError(t, err)
 	a.Normalize()
 	require.NoError(t, a.Validate(true))
 
-	require.ElementsMatch(t, schemaKeys(reflect.TypeFor[Agent](), ""), docKeys(t, data, DefaultAgent()))
+	require.ElementsMatch(t, schemaKeys(reflect.TypeFor[Agent](), ""), docKeys(t, b, DefaultAgent()))
 }
 
 func TestDocReferenceDaemon(t *testing.T) {
-	data := docBlock(t, "Daemon file")
-	d, err := ParseDaemon(data, "doc.go")
+	b := reference(t, "Daemon file")
+	require.True(t, b.isDaemon(), "%s:%d", configDocName, b.line)
+	d, err := ParseDaemon(b.data, configDocName)
 	require.NoError(t, err)
 	require.NotNil(t, d.ControlPlane)
 
-	require.ElementsMatch(t, schemaKeys(reflect.TypeFor[Daemon](), ""), docKeys(t, data, DefaultDaemon()))
+	require.ElementsMatch(t, schemaKeys(reflect.TypeFor[Daemon](), ""), docKeys(t, b, DefaultDaemon()))
+}
+
+// Every other example of the reference is a valid file too. An agent
+// file is parsed over the defaults of the daemon file shown before it in
+// the same section, as the daemon would read it.
+func TestDocExamples(t *testing.T) {
+	var defaults *Defaults
+	section := ""
+	for _, b := range docBlocks(t) {
+		if b.section != section {
+			section, defaults = b.section, nil
+		}
+		t.Run("line "+strconv.Itoa(b.line), func(t *testing.T) {
+			if b.isDaemon() {
+				d, err := ParseDaemon(b.data, configDocName)
+				require.NoError(t, err)
+				defaults = &d.Defaults
+				return
+			}
+			a, err := ParseAgent(b.data, configDocName, defaults)
+			require.NoError(t, err)
+			a.Normalize()
+			require.NoError(t, a.Validate(a.ID != ""))
+		})
+	}
+}
+
+// The merging example says what the agent runs with; so it does.
+func TestDocMergeExample(t *testing.T) {
+	var blocks []docBlock
+	for _, b := range docBlocks(t) {
+		if b.section == "Defaults and merging" {
+			blocks = append(blocks, b)
+		}
+	}
+	require.Len(t, blocks, 2)
+	d, err := ParseDaemon(blocks[0].data, configDocName)
+	require.NoError(t, err)
+	a, err := ParseAgent(blocks[1].data, configDocName, &d.Defaults)
+	require.NoError(t, err)
+	a.Normalize()
+
+	require.Equal(t, map[string]string{"team": "research", "model": "qwen2.5-7b"}, a.Labels)
+	require.Equal(t, []KV{{"coop_signal", "SIGINT"}, {"coop_grace", "5s"}, {"term_grace", "10s"}, {"dump_wait", "200ms"}},
+		a.Escalation.Describe())
+	require.Equal(t, []KV{
+		{"startup_timeout", "30s"}, {"heartbeat_timeout", "30s"}, {"heartbeat_timeout_min", "100ms"},
+		{"heartbeat_timeout_max", "30s"}, {"max_extension", "30m"}, {"sample_interval", "1s"},
+		{"memory", "kill 4GiB"},
+	}, a.Checks.Describe())
 }
 
 // TestSchemaKeys pins the schema, so that a change of it is seen in review
-// together with the reference in doc.go that the tests above hold to it.
+// together with the reference in docs/configuration.md that the tests
+// above hold to it.
 func TestSchemaKeys(t *testing.T) {
 	require.Equal(t, []string{
 		"id", "labels", "command", "user", "cwd", "env", "mode", "after_kill",
