@@ -1,0 +1,268 @@
+package sdktest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// reply is what the fake provider answers every request with.
+type reply int
+
+const (
+	replyText reply = iota // a text answer: the agent asks again
+	replyTool              // the same tool call, every time
+)
+
+// usage is what one answer reports spending. in counts every input token,
+// the cached ones too (OpenAI's prompt_tokens; Anthropic's input_tokens +
+// cache_read_input_tokens).
+type usage struct{ in, cached, out int64 }
+
+// holdMarker in a streamed request makes the provider send the stream's
+// first event and then nothing, until the request is cut.
+const holdMarker = "HOLD this stream open"
+
+// provider is a fake of both providers' APIs behind one server: OpenAI's
+// chat completions at /v1/chat/completions (an openai upstream's URL is
+// SERVER/v1) and Anthropic's messages at /v1/messages (an anthropic
+// upstream's URL is SERVER). It answers only requests that carry the real
+// key in the provider's own header (401 otherwise), and records every
+// request it gets.
+type provider struct {
+	reply reply
+	model string // the model its answers name
+	usage usage
+
+	mu   sync.Mutex
+	seen []seen
+	held chan struct{} // gets a value when a held stream's first event is sent
+}
+
+// seen is one request as the provider got it.
+type seen struct {
+	At           time.Time
+	Path         string
+	Model        string // the request's
+	Stream       bool
+	IncludeUsage bool // stream_options.include_usage
+	KeyOK        bool // the real key, in the provider's header, and nothing else
+	Headers      string
+	Held         bool
+	Cut          bool // its answer was cut off by the caller
+}
+
+func newProvider(t *testing.T, r reply, model string, u usage) (*provider, string) {
+	p := &provider{reply: r, model: model, usage: u, held: make(chan struct{}, 8)}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	return p, srv.URL
+}
+
+// requests returns what the provider got so far.
+func (p *provider) requests() []seen {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]seen(nil), p.seen...)
+}
+
+func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := seen{At: time.Now(), Path: r.URL.Path}
+	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		Model         string `json:"model"`
+		Stream        bool   `json:"stream"`
+		StreamOptions struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	_ = json.Unmarshal(body, &req)
+	s.Model, s.Stream, s.IncludeUsage = req.Model, req.Stream, req.StreamOptions.IncludeUsage
+	s.Held = req.Stream && strings.Contains(string(body), holdMarker)
+	var hs []string
+	for k, vv := range r.Header {
+		hs = append(hs, k+": "+strings.Join(vv, ", "))
+	}
+	sort.Strings(hs)
+	s.Headers = strings.Join(hs, "\n")
+
+	var anthropic bool
+	switch r.URL.Path {
+	case "/v1/chat/completions":
+		s.KeyOK = r.Header.Get("Authorization") == "Bearer "+openaiKey && r.Header.Get("X-Api-Key") == ""
+	case "/v1/messages":
+		anthropic = true
+		s.KeyOK = r.Header.Get("X-Api-Key") == anthropicKey && r.Header.Get("Authorization") == ""
+	default:
+		p.record(s)
+		http.NotFound(w, r)
+		return
+	}
+	if !s.KeyOK {
+		p.record(s)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		if anthropic {
+			io.WriteString(w, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`)
+		} else {
+			io.WriteString(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+		}
+		return
+	}
+	n := p.record(s)
+	var events []string
+	switch {
+	case anthropic && req.Stream:
+		events = p.anthropicStream(n)
+	case anthropic:
+		writeJSON(w, p.anthropicMessage(n))
+		return
+	case req.Stream:
+		events = p.openAIStream(n, req.StreamOptions.IncludeUsage)
+	default:
+		writeJSON(w, p.openAICompletion(n))
+		return
+	}
+	if s.Held {
+		sse(w, events[0])
+		p.held <- struct{}{}
+		<-r.Context().Done()
+		p.mu.Lock()
+		p.seen[n].Cut = true
+		p.mu.Unlock()
+		return
+	}
+	sse(w, events...)
+}
+
+// record keeps s and returns its index.
+func (p *provider) record(s seen) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seen = append(p.seen, s)
+	return len(p.seen) - 1
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// toolArgs are the arguments of the tool call the provider asks for.
+const toolArgs = `{"query":"hermeskill"}`
+
+func (p *provider) openAIUsage() map[string]any {
+	return map[string]any{"prompt_tokens": p.usage.in, "completion_tokens": p.usage.out,
+		"total_tokens": p.usage.in + p.usage.out, "prompt_tokens_details": map[string]any{"cached_tokens": p.usage.cached}}
+}
+
+func (p *provider) openAICompletion(n int) map[string]any {
+	msg := map[string]any{"role": "assistant", "content": "Still looking.", "refusal": nil}
+	finish := "stop"
+	if p.reply == replyTool {
+		msg["content"] = nil
+		msg["tool_calls"] = []any{map[string]any{"id": fmt.Sprintf("call_%d", n), "type": "function",
+			"function": map[string]any{"name": "web_search", "arguments": toolArgs}}}
+		finish = "tool_calls"
+	}
+	return map[string]any{"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "created": 1, "model": p.model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
+		"usage":   p.openAIUsage()}
+}
+
+// openAIStream is a streamed chat completion's events; the usage chunk
+// only when the request asked for it, as OpenAI does.
+func (p *provider) openAIStream(n int, includeUsage bool) []string {
+	chunk := func(choices []any, extra map[string]any) string {
+		c := map[string]any{"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion.chunk", "created": 1,
+			"model": p.model, "choices": choices}
+		for k, v := range extra {
+			c[k] = v
+		}
+		return mustJSON(c)
+	}
+	delta := func(d map[string]any, finish any) []any {
+		return []any{map[string]any{"index": 0, "delta": d, "finish_reason": finish}}
+	}
+	events := []string{chunk(delta(map[string]any{"role": "assistant", "content": ""}, nil), nil)}
+	finish := "stop"
+	if p.reply == replyTool {
+		half := len(toolArgs) / 2
+		events = append(events,
+			chunk(delta(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_%d", n), "type": "function",
+				"function": map[string]any{"name": "web_search", "arguments": ""}}}}, nil), nil),
+			chunk(delta(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": toolArgs[:half]}}}}, nil), nil),
+			chunk(delta(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": toolArgs[half:]}}}}, nil), nil))
+		finish = "tool_calls"
+	} else {
+		events = append(events, chunk(delta(map[string]any{"content": "Still looking."}, nil), nil))
+	}
+	events = append(events, chunk(delta(map[string]any{}, finish), nil))
+	if includeUsage {
+		events = append(events, chunk([]any{}, map[string]any{"usage": p.openAIUsage()}))
+	}
+	return append(events, "[DONE]")
+}
+
+func (p *provider) anthropicUsage(out int64) map[string]any {
+	return map[string]any{"input_tokens": p.usage.in - p.usage.cached, "cache_creation_input_tokens": 0,
+		"cache_read_input_tokens": p.usage.cached, "output_tokens": out}
+}
+
+func (p *provider) anthropicMessage(n int) map[string]any {
+	content := []any{map[string]any{"type": "text", "text": "Still looking."}}
+	stop := "end_turn"
+	if p.reply == replyTool {
+		content = []any{map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d", n), "name": "web_search",
+			"input": json.RawMessage(toolArgs)}}
+		stop = "tool_use"
+	}
+	return map[string]any{"id": fmt.Sprintf("msg_%d", n), "type": "message", "role": "assistant", "model": p.model,
+		"content": content, "stop_reason": stop, "stop_sequence": nil, "usage": p.anthropicUsage(p.usage.out)}
+}
+
+// anthropicStream is a streamed message's events: the input's usage in
+// message_start, the output's in message_delta, as Anthropic sends them.
+func (p *provider) anthropicStream(n int) []string {
+	ev := func(typ string, v map[string]any) string {
+		v["type"] = typ
+		return "event: " + typ + "\ndata: " + mustJSON(v)
+	}
+	events := []string{ev("message_start", map[string]any{"message": map[string]any{"id": fmt.Sprintf("msg_%d", n),
+		"type": "message", "role": "assistant", "model": p.model, "content": []any{}, "stop_reason": nil,
+		"stop_sequence": nil, "usage": p.anthropicUsage(1)}})}
+	stop := "end_turn"
+	if p.reply == replyTool {
+		half := len(toolArgs) / 2
+		events = append(events,
+			ev("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "tool_use",
+				"id": fmt.Sprintf("toolu_%d", n), "name": "web_search", "input": map[string]any{}}}),
+			ev("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": toolArgs[:half]}}),
+			ev("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": toolArgs[half:]}}))
+		stop = "tool_use"
+	} else {
+		events = append(events,
+			ev("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}}),
+			ev("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": "Still looking."}}))
+	}
+	return append(events,
+		ev("content_block_stop", map[string]any{"index": 0}),
+		ev("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+			"usage": map[string]any{"output_tokens": p.usage.out}}),
+		ev("message_stop", map[string]any{}))
+}
