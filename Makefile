@@ -20,8 +20,13 @@ build:
 # and Python agents end to end) and the Python client's own tests.
 test: test-go test-python
 
+# internal/gateway/sdktest is a module of its own (the providers' SDKs are
+# never dependencies of hermeskilld): its tests run `hermeskilld supervise`
+# with agents on openai-go and anthropic-sdk-go against a fake provider on
+# loopback. Besides loopback they need only the Go module proxy, once.
 test-go:
 	$(GO) test -race -count=1 -timeout 15m ./...
+	cd internal/gateway/sdktest && $(GO) test -race -count=1 -timeout 5m ./...
 
 # The long loops of the guarantees (make test runs a short loop of each):
 # 50 cooperative stops per containment mode and blocking call, 50 SIGKILLs
