@@ -6,12 +6,13 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time (-ldflags "-X main.version=…"); otherwise
-// the module version or the VCS revision is used.
+// version is set at build time (-ldflags "-X main.version=…", as make
+// build and make deb do); otherwise versionString asks the build info.
 var version = ""
 
 // Exit statuses of hermeskilld itself (as `supervise --help` lists them,
@@ -109,21 +110,49 @@ func newVersion() *cobra.Command {
 	}
 }
 
+// versionString is the version that `hermeskilld version` prints: the one
+// set at build time, else what the Go toolchain recorded (buildVersion).
 func versionString() string {
 	if version != "" {
 		return version
 	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "devel"
+		return "(devel)"
 	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
+	return buildVersion(bi)
+}
+
+// buildVersion is the main module's version as the toolchain recorded it
+// (`go install …@v1.2.0` records "v1.2.0"; a build in a checkout
+// "(devel)", or since Go 1.24 a pseudo-version), followed by the VCS
+// revision, when recorded and not already part of the version, and
+// whether the tree had uncommitted changes:
+// "(devel) vcs 1a2b3c4 (modified)". Builds with -buildvcs=false record no
+// revision.
+func buildVersion(bi *debug.BuildInfo) string {
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
 	}
+	var rev string
+	var modified bool
 	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			return "devel-" + s.Value[:12]
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
 		}
 	}
-	return "devel"
+	// A pseudo-version (v0.0.0-20261202101503-1a2b3c4d5e6f+dirty) already
+	// names the revision in its 12-hex-digit prefix.
+	if rev == "" || strings.Contains(v, rev[:min(12, len(rev))]) {
+		return v
+	}
+	v += " vcs " + rev[:min(7, len(rev))]
+	if modified {
+		v += " (modified)"
+	}
+	return v
 }
