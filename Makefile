@@ -10,8 +10,20 @@ DEMO    := $(or $(TMPDIR),/tmp)/hermeskilld-demo
 # resolved from /etc/passwd and /etc/group only; for NSS (LDAP, sssd) build
 # with `make build CGO=1`. (Tests keep cgo: the race detector needs it.)
 CGO     ?= 0
+# The Debian package (make deb): packaging/nfpm.yaml, nfpm pinned here and
+# run from the Go module proxy. DEB_VERSION is git's (packaging/version.sh).
+NFPM         := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.48.0
+DIST         ?= dist
+STAGE         = $(DIST)/stage
+DEB_VERSION  ?= $(shell packaging/version.sh)
+DEB_REVISION ?= 1
+DEB_ARCH     ?= $(shell $(GO) env GOARCH)
+DEB           = $(DIST)/hermeskilld_$(DEB_VERSION)-$(DEB_REVISION)_$(DEB_ARCH).deb
+# Dates in the package and the man pages: the last commit's, so that a
+# rebuild of the same commit gives the same files.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 
-.PHONY: build test test-go test-python soak demo bench lint install clean
+.PHONY: build test test-go test-python soak demo bench lint install deb clean
 
 build:
 	CGO_ENABLED=$(CGO) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermeskilld
@@ -68,5 +80,23 @@ install: build
 	test -e $(DESTDIR)/etc/hermeskill/hermeskilld.yaml || \
 		install -m 0644 examples/config/hermeskilld.yaml $(DESTDIR)/etc/hermeskill/hermeskilld.yaml
 
+# dist/hermeskilld_VERSION-1_ARCH.deb, replacing any earlier one there: the
+# static binary (stripped), the unit with /usr/bin, sysusers.d and
+# tmpfiles.d entries, the sample config as a conffile, completions, and man
+# pages generated from the commands (by a test: cobra/doc stays out of the
+# binary).
+deb:
+	rm -rf $(STAGE) $(DIST)/hermeskilld_*.deb && mkdir -p $(STAGE)/completion $(STAGE)/man
+	$(MAKE) --no-print-directory build BIN=$(STAGE)/hermeskilld LDFLAGS='$(LDFLAGS) -s -w'
+	sed 's|/usr/local/bin/hermeskilld|/usr/bin/hermeskilld|g' systemd/hermeskilld.service >$(STAGE)/hermeskilld.service
+	grep -q '^ExecStart=/usr/bin/hermeskilld ' $(STAGE)/hermeskilld.service
+	$(STAGE)/hermeskilld completion bash >$(STAGE)/completion/hermeskilld.bash
+	$(STAGE)/hermeskilld completion zsh >$(STAGE)/completion/hermeskilld.zsh
+	$(STAGE)/hermeskilld completion fish >$(STAGE)/completion/hermeskilld.fish
+	HK_MAN_DIR=$(abspath $(STAGE)/man) HK_MAN_SOURCE='hermeskilld $(VERSION)' SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
+		$(GO) test -count=1 -run '^TestManPages$$' ./cmd/hermeskilld/
+	STAGE=$(abspath $(STAGE)) DEB_VERSION=$(DEB_VERSION) DEB_REVISION=$(DEB_REVISION) DEB_ARCH=$(DEB_ARCH) \
+		SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run $(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DEB)
+
 clean:
-	rm -rf bin
+	rm -rf bin dist
