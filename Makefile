@@ -23,14 +23,15 @@ DEB           = $(DIST)/hermeskilld_$(DEB_VERSION)-$(DEB_REVISION)_$(DEB_ARCH).d
 # rebuild of the same commit gives the same files.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 
-.PHONY: build test test-go test-python soak demo bench lint install deb clean
+.PHONY: build test test-go test-python test-install soak demo bench lint install deb clean
 
 build:
 	CGO_ENABLED=$(CGO) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermeskilld
 
 # The whole suite: Go (race detector on; real processes, sockets, cgroups
-# and Python agents end to end) and the Python client's own tests.
-test: test-go test-python
+# and Python agents end to end), the Python client's own tests, and the
+# Debian package installed, used and purged (as root).
+test: test-go test-python test-install
 
 # internal/gateway/sdktest is a module of its own (the providers' SDKs are
 # never dependencies of hermeskilld): its tests run `hermeskilld supervise`
@@ -53,6 +54,14 @@ soak:
 
 test-python:
 	$(PYTHON) -m unittest discover -s clients/python -p 'test_*.py'
+
+# Builds the package, installs it into this machine with dpkg, checks the
+# installed unit, config and binary, removes and purges it and checks what
+# is left; the machine is left as it was. Root with dpkg only: it skips,
+# saying what is missing, elsewhere. (make test-go runs the other test of
+# packaging/: the static binary in an empty root.)
+test-install:
+	HK_TEST_INSTALL=1 $(GO) test -count=1 -timeout 5m -v -run '^TestDebInstall$$' ./packaging/
 
 # A wedged Python agent (spinning in `while True: pass`, ignoring SIGINT and
 # SIGTERM) killed through the whole ladder; its death certificate printed.
