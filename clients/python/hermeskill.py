@@ -144,11 +144,20 @@ def parse_address(address: str) -> bytes:
 
 
 def tool_args_sha256(args: Any) -> str:
-    """sha256 (hex) of ``args`` as canonical JSON: sorted keys, no spaces, UTF-8, no escapes.
+    """sha256 (hex) of ``args`` as canonical JSON: the value of TOOL_ARGS_SHA256.
 
-    The Go client hashes the same bytes, so {"q": "a<b", "n": 1} gives the same digest in
-    both. Objects JSON cannot encode are hashed through str(); arguments JSON cannot
-    order (mixed key types) or that are circular fall back to repr(). Never raises.
+    The canonical form is ``json.dumps(args, sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)`` encoded as UTF-8: keys sorted, no whitespace, non-ASCII text as
+    it is (never \\u escapes; only '"', backslash and control characters are escaped),
+    numbers as Python writes them (1, 1.0, 1e-05). The Go client and hermeskilld's LLM
+    gateway hash the same bytes, so {"q": "a<b", "n": 1} gives the same digest in all
+    three; Go's float64(1) is written 1 there, so send whole numbers as ints.
+
+    A str is hashed as a JSON string, not parsed: hash ``json.loads(text)`` to hash a JSON
+    document by value, as the gateway does with the arguments a model wrote. Lone
+    surrogates become U+FFFD, as a JSON decoder reads them. Objects JSON cannot encode are
+    hashed through str(); arguments JSON cannot order (mixed key types) or that are
+    circular fall back to repr(). Never raises.
     """
     try:
         canonical = json.dumps(
@@ -156,7 +165,11 @@ def tool_args_sha256(args: Any) -> str:
         )
     except (TypeError, ValueError, RecursionError):
         canonical = repr(args)
-    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+    try:
+        raw = canonical.encode("utf-8")
+    except UnicodeEncodeError:  # surrogates: pair them up, the lone ones become U+FFFD
+        raw = canonical.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+    return hashlib.sha256(raw).hexdigest()
 
 
 def _text(value: Any) -> str:

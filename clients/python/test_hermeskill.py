@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import hashlib
 import io
+import json
 import os
 import queue
 import selectors
@@ -170,13 +172,43 @@ class SupervisedTestCase(unittest.TestCase):
         wait_until(lambda: text in hk.warnings, what="warning " + text)
 
 
+# Arguments, their canonical JSON and its sha256. pkg/client/argshash_test.go holds the same
+# hashes for the same arguments as Go values and as the JSON a model wrote.
+SHARED_HASHES = [
+    ({"q": "a<b", "n": 1}, '{"n":1,"q":"a<b"}',  # no HTML escaping of "<" (Go's \u003c)
+     "6802a7c2b17e87b4a48247e8a05a547826899abba22624e4123454068da8f6eb"),
+    ({"city": "Zürich", "q": "東京 café 😀", "sep": "\u2028"},
+     '{"city":"Zürich","q":"東京 café 😀","sep":"\u2028"}',  # UTF-8 as it is, no \u escapes
+     "c97cb19630ee6d7f6e09e87a9697336b6db877794915e562547770f4e43130ff"),
+    ("SELECT * FROM users", '"SELECT * FROM users"',
+     "a0e1e8e603cc0f07843bfd4ce0f218626ce3ad45b764f44db419b1c390e1eece"),
+    ("naïve résumé — 東京", '"naïve résumé — 東京"',
+     "81af71ed60efb1ec771e47673552799c29fcfa0c899c66051bd71fe9f7e93476"),
+    ('{"q":1}', '"{\\"q\\":1}"',  # a string is hashed as a string, never parsed
+     "cf83cef24c44460dd65f58ac435b11ca1d752ccd2aa2e4da82698923408f01c6"),
+    ("tab\tnl\nnul\x00del\x7f", '"tab\\tnl\\nnul\\u0000del\x7f"',
+     "e657e99fddbd08831d6ff78450dbec66961df7179abf69b9f56e982f16854d3e"),
+    ({"half": 0.5, "small": 1e-7, "big": 1e21, "n": -3}, '{"big":1e+21,"half":0.5,"n":-3,"small":1e-07}',
+     "7b7253cc734685bcf9f0e7c88df27d717ba158e03744289eb1c7b445669a11fa"),
+    ("\ud800", '"\ufffd"',  # a lone surrogate is U+FFFD, as a JSON decoder reads "\ud800"
+     "568601070314e0f4489c9944b3c151d5251d379330008293bb7e1a826a22a845"),
+]
+
+
 class ToolArgsHashTest(unittest.TestCase):
-    def test_pinned_value_matches_go_client(self):
-        # Canonical form {"n":1,"q":"a<b"}: no HTML escaping of "<" (Go must not emit \u003c).
-        self.assertEqual(
-            hermeskill.tool_args_sha256({"q": "a<b", "n": 1}),
-            "6802a7c2b17e87b4a48247e8a05a547826899abba22624e4123454068da8f6eb",
-        )
+    def test_same_hashes_as_the_go_client(self):
+        for args, canonical, want in SHARED_HASHES:
+            with self.subTest(args=args):
+                self.assertEqual(hashlib.sha256(canonical.encode("utf-8")).hexdigest(), want)
+                self.assertEqual(hermeskill.tool_args_sha256(args), want)
+
+    def test_a_json_document_is_hashed_by_value_once_decoded(self):
+        wire = '{"sep":"\\u2028","q":"\\u6771\\u4eac caf\\u00e9 \\ud83d\\ude00","city":"Z\\u00fcrich"}'
+        self.assertEqual(hermeskill.tool_args_sha256(json.loads(wire)), SHARED_HASHES[1][2])
+        self.assertNotEqual(hermeskill.tool_args_sha256(wire), SHARED_HASHES[1][2])
+
+    def test_surrogate_pairs_are_joined(self):
+        self.assertEqual(hermeskill.tool_args_sha256("\ud83d\ude00"), hermeskill.tool_args_sha256("😀"))
 
     def test_key_order_does_not_matter_values_do(self):
         a = hermeskill.tool_args_sha256({"a": [1, {"y": 2, "x": "é"}], "b": None})
