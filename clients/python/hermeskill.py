@@ -16,6 +16,11 @@ this directory on PYTHONPATH.
         hk.usage(tokens=total_tokens, cost_usd=total_cost)          # cumulative values
         hk.progress(step)
 
+An asyncio agent runs its work inside ``async with hk.supervised_task():``, which beats from
+the event loop and cancels the task on STOP (see Client.supervised_task). The module-level
+checkpoint() and the exceptions HermeskillTerminated(reason, kill_event_id=...) and
+HermeskillError stand in for those of the in-process hermeskill SDK (0.1.0a1).
+
 Protocol: hermeskilld's docs/protocol.md (agent -> supervisor: one datagram of
 newline-separated KEY=VALUE lines on an AF_UNIX SOCK_DGRAM socket, a superset of
 sd_notify(3), https://www.freedesktop.org/software/systemd/man/sd_notify.html, and the
@@ -60,15 +65,25 @@ import socket
 import threading
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, Type, Union
+
+if TYPE_CHECKING:
+    import asyncio
+    from types import TracebackType
+
+__version__ = "0.1.0"
 
 __all__ = [
     "Client",
     "ConfigError",
     "Extension",
+    "HermeskillError",
     "HermeskillTerminated",
     "MAX_TEXT_BYTES",
     "MAX_WARNINGS",
+    "SupervisedTask",
+    "checkpoint",
+    "default_client",
     "parse_address",
     "tool_args_sha256",
 ]
@@ -93,32 +108,59 @@ _TEXT_TABLE = {ord("\n"): " ", ord("\r"): " ", 0: " "}
 _USE_DEFAULT = object()
 
 
-class ConfigError(ValueError):
+class HermeskillError(Exception):
+    """The base of the errors this client raises (ConfigError). Not of HermeskillTerminated."""
+
+
+class ConfigError(HermeskillError, ValueError):
     """HERMESKILL_SOCKET / NOTIFY_SOCKET (or an explicit address) is not usable."""
 
 
+# Not a HermeskillError: that is an Exception, as in the hermeskill SDK, so that
+# `except Exception:` catches the client's errors; a subclass of it would be an Exception too,
+# and the same `except Exception:` around a tool call would swallow the stop.
 class HermeskillTerminated(BaseException):
     """hermeskilld asked this agent to stop (the cooperative stage of its escalation).
 
-    Raised by ``Client.checkpoint()``. Like KeyboardInterrupt and asyncio.CancelledError it
+    Raised by ``Client.checkpoint()``, the module's ``checkpoint()`` and on leaving
+    ``Client.supervised_task()``. Like KeyboardInterrupt and asyncio.CancelledError it
     derives from BaseException, so an agent's ``except Exception:`` around a failing tool
     call does not swallow the stop. Save what is worth saving and exit: after ``grace``
     seconds hermeskilld escalates to SIGTERM, then SIGKILL.
 
-    Attributes: ``check`` (the symptom check that fired, e.g. "cost"), ``reason`` (its
-    message), ``grace`` (seconds until escalation, a float, or None when not given).
+    Attributes: ``reason`` (the message of the check that fired, e.g. "spent 5.10 USD,
+    limit 5"), ``check`` (its name, e.g. "cost"; "" when not given), ``grace`` (seconds
+    until escalation, a float, or None), ``kill_event_id`` (the id of the death certificate
+    that records this kill, when hermeskilld knows it and sends it with the STOP directive as
+    KILL_EVENT_ID; else None). ``HermeskillTerminated(reason, kill_event_id=...)`` is the
+    signature of the hermeskill SDK's exception, so code that raises or catches it runs
+    unchanged.
     """
 
-    def __init__(self, check: str = "", reason: str = "", grace: Optional[float] = None):
-        super().__init__(check, reason, grace)
-        self.check = check
+    def __init__(
+        self,
+        reason: str = "",
+        *,
+        check: str = "",
+        grace: Optional[float] = None,
+        kill_event_id: Optional[str] = None,
+    ) -> None:
+        super().__init__(reason)
         self.reason = reason
+        self.check = check
         self.grace = grace
+        self.kill_event_id = kill_event_id
 
     def __str__(self) -> str:
-        text = "hermeskilld stopped the agent (%s: %s)" % (self.check or "?", self.reason)
+        text = "hermeskilld stopped the agent"
+        if self.check:
+            text += " (%s: %s)" % (self.check, self.reason)
+        elif self.reason:
+            text += ": " + self.reason
         if self.grace is not None:
             text += "; escalation in %gs" % self.grace
+        if self.kill_event_id:
+            text += "; kill event " + self.kill_event_id
         return text
 
 
@@ -257,6 +299,7 @@ class Client:
         environ: Optional[Mapping[str, str]] = None,
     ) -> None:
         env = os.environ if environ is None else environ
+        address_from_env = address is None
         # systemd (NOTIFY_SOCKET alone) cannot extend a watchdog: waits are covered with
         # WATCHDOG=1 there.
         self._systemd = False
@@ -283,8 +326,11 @@ class Client:
         self._lock = threading.RLock()
         self._closing = threading.Event()  # close() began: threads leave
         self._stop_event = threading.Event()  # a STOP directive arrived
-        self._stop_info = None  # type: Optional[Tuple[str, str, Optional[float]]]
-        self._warnings = collections.deque(maxlen=MAX_WARNINGS)  # type: collections.deque
+        # (check, reason, grace, kill_event_id) of the first STOP directive.
+        self._stop_info = None  # type: Optional[Tuple[str, str, Optional[float], Optional[str]]]
+        # Called (from the receiver thread) when STOP arrives: supervised_task()'s cancellers.
+        self._stop_calls = []  # type: List[Callable[[], None]]
+        self._warnings = collections.deque(maxlen=MAX_WARNINGS)  # type: collections.deque[str]
         self._closed = False
         self._dropped = 0
         self._sent = 0
@@ -297,7 +343,11 @@ class Client:
         self._heartbeat_thread = None  # type: Optional[threading.Thread]
         self._receiver_thread = None  # type: Optional[threading.Thread]
         self._wake_r = self._wake_w = -1
+        # The first client made from the process's environment is the default client.
+        from_process_env = environ is None and address_from_env
         if not address:
+            if from_process_env:
+                _adopt_default(self)
             return  # unsupervised: a no-op client
 
         self._raw_address = parse_address(address)
@@ -333,6 +383,8 @@ class Client:
                 target=self._receive_loop, name="hermeskill-directives", daemon=True
             )
             self._receiver_thread.start()
+        if from_process_env:
+            _adopt_default(self)
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None, **kwargs: Any) -> "Client":
@@ -500,8 +552,54 @@ class Client:
         """
         self._active = time.monotonic()
         if self._stop_event.is_set():
-            check, reason, grace = self._stop_info or ("", "", None)
-            raise HermeskillTerminated(check, reason, grace)
+            raise self._terminated()
+
+    def _terminated(self) -> HermeskillTerminated:
+        check, reason, grace, kill_event_id = self._stop_info or ("", "", None, None)
+        return HermeskillTerminated(reason, check=check, grace=grace, kill_event_id=kill_event_id)
+
+    def supervised_task(self, heartbeat: bool = True) -> "SupervisedTask":
+        """For asyncio agents: the work inside ``async with hk.supervised_task():`` is
+        cancelled when hermeskilld says STOP, and a heartbeat runs on the event loop::
+
+            async def main():
+                hk = hermeskill.Client.from_env()
+                hk.ready()
+                async with hk.supervised_task():   # raises HermeskillTerminated after a STOP
+                    async for step in agent_steps():
+                        hk.progress(step)
+
+            asyncio.run(main())
+
+        On STOP the task that entered the block is cancelled (``Task.cancel()``, from the
+        event loop's thread): asyncio.CancelledError is raised at its current ``await``, so
+        ``finally`` blocks, ``async with`` exits and TaskGroups unwind as on any
+        cancellation. Leaving the block then raises HermeskillTerminated (``from`` the
+        CancelledError), as checkpoint() would; so does leaving it normally after the work
+        caught the CancelledError. A cancellation that is not the stop's (a timeout around the
+        block) stays a CancelledError. Entering the block after a STOP raises at once.
+        Synchronous code between two awaits cannot be cancelled: call checkpoint() in long
+        loops, as in threads.
+
+        ``heartbeat``: while the block runs, run_heartbeat() runs as a task of the same
+        event loop (unless start_heartbeat()'s thread already beats). Each block belongs to
+        the task that enters it; several tasks may each have one. Unsupervised, the block
+        does nothing.
+        """
+        return SupervisedTask(self, heartbeat)
+
+    def _call_on_stop(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once STOP arrives (from the receiver thread), or now if it has."""
+        with self._lock:
+            if self._stop_info is None:
+                self._stop_calls.append(fn)
+                return
+        fn()
+
+    def _forget_on_stop(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            if fn in self._stop_calls:
+                self._stop_calls.remove(fn)
 
     # -- heartbeat -----------------------------------------------------------------------
 
@@ -534,8 +632,42 @@ class Client:
             )
             self._heartbeat_thread.start()
 
+    async def run_heartbeat(self, interval: Optional[float] = None) -> None:
+        """start_heartbeat()'s heartbeat as a coroutine, for asyncio agents: beats on the
+        running event loop every ``interval`` seconds until close() or until cancelled::
+
+            beat = asyncio.create_task(hk.run_heartbeat())
+
+        supervised_task() runs it for you. It vouches by the same rule as the thread (the
+        work loop called the client within the heartbeat timeout, or a declared wait lasts),
+        and it also proves that the event loop turns: a coroutine that blocks the loop in
+        synchronous code silences it, even inside a declared wait. Unsupervised, it returns
+        at once. Raises ValueError for a bad ``interval``.
+        """
+        import asyncio
+
+        if interval is not None:
+            _check_interval(interval)
+        if self._sock is None:
+            return
+        every = self._heartbeat_interval if interval is None else float(interval)
+        window = self._window(every)
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
+        while not self._closing.is_set():
+            self._vouch(window)
+            next_at += every
+            delay = next_at - loop.time()
+            if delay < 0:  # the loop was busy: do not burst to catch up
+                next_at, delay = loop.time(), 0.0
+            await asyncio.sleep(delay)
+
+    def _window(self, interval: float) -> float:
+        """How long after the work loop's last call the heartbeat vouches for it."""
+        return self._watchdog if self._watchdog is not None else _WINDOW_BEATS * interval
+
     def _heartbeat_loop(self, interval: float) -> None:
-        window = self._watchdog if self._watchdog is not None else _WINDOW_BEATS * interval
+        window = self._window(interval)
         next_at = time.monotonic()
         while True:
             self._vouch(window)
@@ -621,9 +753,9 @@ class Client:
                 if not self._connected and not self._try_connect():
                     break
                 payload = list(lines)
-                with_announce = self._announce is not None and (announce or self._announce_pending)
-                if with_announce:
-                    payload.append(self._announce)
+                announcement = self._announce if announce or self._announce_pending else None
+                if announcement is not None:
+                    payload.append(announcement)
                 try:
                     self._sock.send("\n".join(payload).encode("utf-8"))
                 except OSError as e:
@@ -636,7 +768,7 @@ class Client:
                             continue
                     break
                 self._sent += 1
-                if with_announce:
+                if announcement is not None:
                     self._announce_pending = False
                 return True
             self._dropped += 1
@@ -644,6 +776,7 @@ class Client:
 
     def _try_connect(self) -> bool:
         """Connect to the supervisor, at most once per _reconnect_interval. Lock held."""
+        assert self._sock is not None
         now = time.monotonic()
         if now < self._next_connect:
             return False
@@ -661,6 +794,7 @@ class Client:
         return True
 
     def _drain(self) -> None:
+        assert self._sock is not None
         for _ in range(10000):
             try:
                 self._sock.recv(_RECV_BYTES)
@@ -668,6 +802,7 @@ class Client:
                 return
 
     def _receive_loop(self) -> None:
+        assert self._sock is not None
         sel = selectors.DefaultSelector()
         try:
             sel.register(self._sock, selectors.EVENT_READ)
@@ -717,10 +852,21 @@ class Client:
         with self._lock:
             if self._stop_info is not None:
                 return  # the first STOP wins; interrupt the main thread only once
-            self._stop_info = (fields.get("CHECK", ""), fields.get("REASON", ""), grace)
+            self._stop_info = (
+                fields.get("CHECK", ""),
+                fields.get("REASON", ""),
+                grace,
+                fields.get("KILL_EVENT_ID") or None,
+            )
+            calls, self._stop_calls = self._stop_calls, []
         self._stop_event.set()
         if self._interrupt_main:
             _thread.interrupt_main()
+        for call in calls:
+            try:
+                call()
+            except Exception:
+                traceback.print_exc()
 
 
 class Extension:
@@ -752,6 +898,136 @@ class Extension:
 
     def __repr__(self) -> str:
         return "<hermeskill.Extension %s>" % ("ended" if self._ended else "open")
+
+
+class SupervisedTask:
+    """The block of ``async with hk.supervised_task():`` (see Client.supervised_task).
+
+    One use: enter it once, from the task it is to cancel.
+    """
+
+    def __init__(self, client: Client, heartbeat: bool) -> None:
+        self._client = client
+        self._heartbeat = heartbeat
+        self._loop = None  # type: Optional[asyncio.AbstractEventLoop]
+        self._task = None  # type: Optional[asyncio.Task[Any]]
+        self._beat = None  # type: Optional[asyncio.Task[None]]
+        self._used = False
+        # Both touched only on the event loop's thread: no lock.
+        self._inside = False  # the task is between __aenter__ and __aexit__
+        self._cancelled = False  # the stop cancelled the task
+
+    async def __aenter__(self) -> "SupervisedTask":
+        import asyncio
+
+        if self._used:
+            raise RuntimeError("hermeskill: a supervised_task() block is entered once")
+        self._used = True
+        client = self._client
+        client.checkpoint()  # a STOP that came before: now
+        if not client.supervised:
+            return self
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        if self._task is None:
+            raise RuntimeError("hermeskill: supervised_task() needs a task to cancel")
+        self._inside = True
+        client._call_on_stop(self._stop)
+        if self._heartbeat and client._heartbeat_thread is None:
+            self._beat = self._loop.create_task(client.run_heartbeat())
+        return self
+
+    def _stop(self) -> None:
+        """STOP arrived: cancel the task from its own loop. Runs on the receiver thread."""
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(self._cancel)
+        except RuntimeError:  # the loop is closed: there is no task left to cancel
+            pass
+
+    def _cancel(self) -> None:
+        # Scheduled on the loop, so it runs while the task waits: if the task is still inside
+        # the block, the CancelledError lands inside it; a block already left is not cancelled.
+        if self._inside and self._task is not None and not self._task.done():
+            self._cancelled = True
+            self._task.cancel()
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional["TracebackType"],
+    ) -> bool:
+        import asyncio
+
+        self._inside = False  # first: a _cancel scheduled from here on finds the block left
+        self._client._forget_on_stop(self._stop)
+        stop = None  # type: Optional[HermeskillTerminated]
+        if self._cancelled:
+            assert self._task is not None
+            # Python >= 3.11 counts cancellation requests: take ours back; if another is
+            # pending (a timeout around the block), its CancelledError goes on.
+            uncancel = getattr(self._task, "uncancel", None)
+            others = uncancel() if uncancel is not None else 0
+            if others == 0 and (exc_type is None or issubclass(exc_type, asyncio.CancelledError)):
+                stop = self._client._terminated()
+            # else another cancellation, or an error of the work's cleanup: let it through
+        if self._beat is not None:
+            self._beat.cancel()
+            await asyncio.wait([self._beat])
+        if stop is not None:
+            raise stop from exc
+        return False
+
+    def __repr__(self) -> str:
+        state = "cancelled" if self._cancelled else "inside" if self._inside else "outside"
+        return "<hermeskill.SupervisedTask %s>" % state
+
+
+# The default client: the first Client made from the process's environment, else one that
+# default_client() makes. Guarded by _default_lock.
+_default = None  # type: Optional[Client]
+_default_lock = threading.Lock()
+
+
+def _adopt_default(client: Client) -> None:
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = client
+
+
+def default_client() -> Client:
+    """The process's client: the first Client made from the environment (Client.from_env(),
+    or Client() without an address or environ), else one made now with Client.from_env().
+
+    A no-op client when the process is not supervised. hermeskilld sends directives only to
+    a client it has heard from: a client made here announces DUMP_SIGNAL at once, unless the
+    application has a SIGUSR2 handler of its own; then call its ready() (or any method).
+    Closing it does not replace it. Raises ConfigError for a malformed address.
+    """
+    global _default
+    with _default_lock:
+        client = _default
+    if client is None:
+        made = Client.from_env()  # adopts itself, unless another thread's client came first
+        with _default_lock:
+            if _default is None:
+                _default = made
+            client = _default
+        if client is not made:
+            made.close()
+    return client
+
+
+def checkpoint() -> None:
+    """Raise HermeskillTerminated if hermeskilld asked this agent to stop; else return.
+
+    The default client's checkpoint(): a no-op when the process is not supervised. It is
+    the hermeskill SDK's ``checkpoint()``, for agents written against it. Raises ConfigError
+    for a malformed address in the environment.
+    """
+    default_client().checkpoint()
 
 
 def _check_interval(interval: float) -> None:

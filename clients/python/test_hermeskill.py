@@ -402,14 +402,18 @@ class DirectiveTest(SupervisedTestCase):
     def test_stop_makes_checkpoint_raise(self):
         hk = self.connected_client()
         hk.checkpoint()
-        self.sup.send("STOP=1\nCHECK=cost\nREASON=spent 5.10 USD, limit 5\nGRACE_USEC=10000000\nCHECK=later")
+        self.sup.send("STOP=1\nCHECK=cost\nREASON=spent 5.10 USD, limit 5\nGRACE_USEC=10000000\n"
+                      "KILL_EVENT_ID=agent-7_c0ffee\nCHECK=later")
         wait_until(lambda: hk.stop_requested, what="stop_requested")
         for _ in range(2):  # it keeps raising
             with self.assertRaises(hermeskill.HermeskillTerminated) as cm:
                 hk.checkpoint()
             stop = cm.exception
-            self.assertEqual((stop.check, stop.reason, stop.grace), ("cost", "spent 5.10 USD, limit 5", 10.0))
+            self.assertEqual((stop.check, stop.reason, stop.grace, stop.kill_event_id),
+                             ("cost", "spent 5.10 USD, limit 5", 10.0, "agent-7_c0ffee"))
+        self.assertEqual(stop.args, ("spent 5.10 USD, limit 5",))
         self.assertIn("cost: spent 5.10 USD", str(stop))
+        self.assertIn("kill event agent-7_c0ffee", str(stop))
         # An agent's `except Exception:` around a tool call must not swallow the stop.
         self.assertFalse(issubclass(hermeskill.HermeskillTerminated, Exception))
         # The first STOP wins.
@@ -425,7 +429,8 @@ class DirectiveTest(SupervisedTestCase):
         wait_until(lambda: hk.stop_requested)
         with self.assertRaises(hermeskill.HermeskillTerminated) as cm:
             hk.checkpoint()
-        self.assertEqual((cm.exception.check, cm.exception.reason, cm.exception.grace), ("manual", "", None))
+        stop = cm.exception
+        self.assertEqual((stop.check, stop.reason, stop.grace, stop.kill_event_id), ("manual", "", None, None))
 
     def test_stop_interrupts_main_thread_once(self):
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
