@@ -1,7 +1,7 @@
 """Python client of hermeskilld, the out-of-process kill switch for AI agents.
 
-One file, standard library only, Python >= 3.8: copy it next to your agent or put
-this directory on PYTHONPATH.
+One file, standard library only, Python >= 3.8: ``pip install ./clients/python``, or copy
+it next to your agent, or put its directory on PYTHONPATH.
 
     import hermeskill
 

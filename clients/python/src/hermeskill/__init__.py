@@ -1,0 +1,1 @@
+../../hermeskill.py
