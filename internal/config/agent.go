@@ -73,7 +73,11 @@ type Agent struct {
 	Escalation Escalation        `yaml:"escalation"`
 	Checks     Checks            `yaml:"checks"`
 	Gateway    Gateway           `yaml:"gateway" config:"perfile"` // supervise only: the daemon's gateway is in its own file
-	Source     string            // the file it came from; "" for flags only
+	// ControlPlane is supervise only (the daemon's is in its own file):
+	// where supervise delivers its certificates and polls for kill
+	// directives; nil = none. ParseAgent refuses it under the daemon.
+	ControlPlane *ControlPlane `yaml:"control_plane" config:"perfile"`
+	Source       string        // the file it came from; "" for flags only
 }
 
 // Gateway puts the agent's LLM traffic through hermeskilld (yaml:
@@ -259,6 +263,7 @@ func (a *Agent) problems(requireIDAndCommand bool) []problem {
 	ps = append(ps, schemaProblems(reflect.ValueOf(a).Elem(), "")...)
 	ps = append(ps, a.Restart.problems()...)
 	ps = append(ps, a.Escalation.problems()...)
+	ps = append(ps, a.ControlPlane.problems()...)
 	return append(ps, a.Checks.problems()...)
 }
 

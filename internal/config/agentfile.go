@@ -65,6 +65,12 @@ func LoadAgent(path string, defaults *Defaults) (*Agent, error) {
 // and memory: {} turns it off. An empty document is valid (all defaults).
 // id and command are not required here (see Validate).
 //
+// defaults is nil for supervise (and check-config) and never nil for the
+// daemon, which passes its defaults section even when the daemon file has
+// none: a key only supervise reads, control_plane, is refused when
+// defaults is not nil (the daemon file's own control_plane serves every
+// agent).
+//
 // The result is not normalized: apply overrides (flags, see Set), then
 // call Normalize and Validate. Every error is an *Error that names
 // source:line; several are joined.
@@ -74,6 +80,10 @@ func ParseAgent(data []byte, source string, defaults *Defaults) (*Agent, error) 
 	a.Source = source
 	if root, ok := d.document(data); ok && root != nil {
 		d.mapping(root, "", reflect.ValueOf(a).Elem(), scope{})
+	}
+	if defaults != nil && d.sets("control_plane") {
+		d.report([]problem{{key: "control_plane", kind: ErrUnknownKey,
+			msg: `"control_plane" is for supervise only: under the daemon an agent file cannot set its own; the daemon file's control_plane serves every agent`}}, "")
 	}
 	if len(d.errs) > 0 {
 		return nil, d.err()
@@ -122,7 +132,11 @@ func (a *Agent) Set(key, value string) error {
 	for name := range strings.SplitSeq(key, ".") {
 		if v.Kind() == reflect.Pointer {
 			if v.IsNil() {
-				v.Set(reflect.New(v.Type().Elem()))
+				p := reflect.New(v.Type().Elem())
+				if w, ok := p.Interface().(withDefaults); ok {
+					w.setDefaults() // control_plane: its keys' defaults, as in a file
+				}
+				v.Set(p)
 			}
 			v = v.Elem()
 		}

@@ -151,16 +151,25 @@ func (c *Daemon) problems() []problem {
 	if c.HeartbeatRate < 1 {
 		add("heartbeat_rate", ErrBadValue, "must be at least 1")
 	}
-	if cp := c.ControlPlane; cp != nil {
-		if cp.URL == "" {
-			add("control_plane.url", ErrMissing, "required")
-		}
-		if cp.Timeout == 0 {
-			add("control_plane.timeout", ErrBadValue, "must be above 0")
-		}
-		if cp.MaxOutbox < 1 {
-			add("control_plane.max_outbox", ErrBadValue, "must be at least 1")
-		}
+	return append(ps, c.ControlPlane.problems()...)
+}
+
+// problems are what control_plane allows beyond its types, in the daemon
+// file and in an agent file for supervise alike; nil (none) has none.
+func (cp *ControlPlane) problems() []problem {
+	if cp == nil {
+		return nil
+	}
+	var ps []problem
+	add := func(key string, kind ErrorKind, msg string) { ps = append(ps, problem{key: key, kind: kind, msg: msg}) }
+	if cp.URL == "" {
+		add("control_plane.url", ErrMissing, "required")
+	}
+	if cp.Timeout == 0 {
+		add("control_plane.timeout", ErrBadValue, "must be above 0")
+	}
+	if cp.MaxOutbox < 1 {
+		add("control_plane.max_outbox", ErrBadValue, "must be at least 1")
 	}
 	return ps
 }

@@ -367,6 +367,12 @@ func (d *decoder) unknownKey(k *yaml.Node, path, name string, known []field, t r
 	for i, f := range known {
 		keys[i] = f.key
 	}
+	if _, top := lookup(fieldsOf(reflect.TypeFor[Daemon]()), name); top && sc.defaults && path == "defaults" && name != "defaults" {
+		if _, agentKey := lookup(fieldsOf(t), name); agentKey { // gateway, control_plane
+			d.fail(k, join(path, name), ErrUnknownKey, "%q is a key of the daemon file itself, not of defaults: move it to the top level (defaults may set %s)", name, strings.Join(keys, ", "))
+			return
+		}
+	}
 	if _, exists := lookup(fieldsOf(t), name); exists && sc.defaults {
 		d.fail(k, join(path, name), ErrUnknownKey, "%q cannot be defaulted: set it in each agent file (defaults may set %s)", name, strings.Join(keys, ", "))
 		return

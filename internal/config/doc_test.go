@@ -206,6 +206,7 @@ func TestSchemaKeys(t *testing.T) {
 		"checks.error_streak", "checks.error_streak.warn", "checks.error_streak.kill",
 		"checks.steps", "checks.steps.warn", "checks.steps.kill",
 		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen",
+		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox",
 	}, schemaKeys(reflect.TypeFor[Agent](), ""))
 	require.Equal(t, []string{
 		"state_dir", "runtime_dir", "agents_dir", "estop_file",

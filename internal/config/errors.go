@@ -22,8 +22,10 @@ const (
 	// 1 MiB whose keys are unique strings (YAML syntax, a second document,
 	// a duplicate key, a merge key <<).
 	ErrSyntax ErrorKind = iota + 1
-	// ErrUnknownKey: a key the schema does not have, or an agent key that
-	// the daemon's defaults section cannot set (id, command, cwd).
+	// ErrUnknownKey: a key the schema does not have, an agent key that
+	// the daemon's defaults section cannot set (id, command, cwd), or one
+	// that does not apply where the file is read (control_plane in an
+	// agent file under the daemon).
 	ErrUnknownKey
 	// ErrBadValue: a value of the wrong type, out of range or not one of
 	// those allowed ("2Gb", a negative timeout, mode: enforcing).

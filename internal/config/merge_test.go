@@ -9,7 +9,7 @@ import (
 )
 
 // TestLayers: defaults < file < flags, key by key. A section (restart,
-// escalation, checks, gateway) merges key by key; a check (memory, …) set in a file
+// escalation, checks, gateway, control_plane) merges key by key; a check (memory, …) set in a file
 // replaces the one below as a whole, while a flag sets one of its keys.
 func TestLayers(t *testing.T) {
 	type flag struct{ key, value string }
