@@ -74,22 +74,33 @@ func PrepareDir(dir string, uid, gid int) error {
 }
 
 // SupervisorDir returns the directory for the socket of one foreground
-// run of agent id: "ID.PID" (PID is ours) inside a base directory private
-// to this user, $XDG_RUNTIME_DIR/hermeskill, else /run/hermeskill for
-// root, else hermeskill-UID in the temporary directory. The base is made
-// private with PrepareDir (a base planted by someone else is refused, not
-// used), and the run directories that runs killed by SIGKILL left in it are
-// removed. The run directory itself is not created: PrepareDir does that
-// for the socket's owner.
+// run of agent id: "ID.PID" (PID is ours) in supervise's own directory,
+// "supervise", inside a runtime directory: $XDG_RUNTIME_DIR/hermeskill,
+// else /run/hermeskill for root, else hermeskill-UID in the temporary
+// directory.
 //
-// Errors: the *os.PathError of creating the base's parent, PrepareDir's
-// errors, or sockpath.ErrTooLong (wrapped) when the socket's path would
-// not fit in sun_path.
+// The runtime directory may be shared: /run/hermeskill is also the
+// daemon's, where its control socket lives for the hermeskill groups. It
+// is created (0755) when missing, never changed: it must be a real
+// directory owned by us or root and not writable by others unless sticky
+// (a directory planted by someone else is refused, not used). Only
+// supervise's own subdirectory is made private with PrepareDir, and the
+// run directories that runs killed by SIGKILL left in it are removed. The
+// run directory itself is not created: PrepareDir does that for the
+// socket's owner.
+//
+// Errors: the *os.PathError of creating the runtime directory, ErrUnsafeDir
+// (wrapped) for an unsafe one, PrepareDir's errors, or sockpath.ErrTooLong
+// (wrapped) when the socket's path would not fit in sun_path.
 func SupervisorDir(id string) (string, error) {
-	base := supervisorBase(os.Getenv("XDG_RUNTIME_DIR"), os.Geteuid(), os.TempDir())
-	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+	runtime := supervisorBase(os.Getenv("XDG_RUNTIME_DIR"), os.Geteuid(), os.TempDir())
+	if err := os.MkdirAll(runtime, 0o755); err != nil {
 		return "", err
 	}
+	if err := checkSharedDir(runtime); err != nil {
+		return "", err
+	}
+	base := filepath.Join(runtime, supervisorSubdir)
 	if err := PrepareDir(base, -1, -1); err != nil {
 		return "", err
 	}
@@ -101,7 +112,40 @@ func SupervisorDir(id string) (string, error) {
 	return dir, nil
 }
 
-// supervisorBase picks the base directory of SupervisorDir.
+// supervisorSubdir is supervise's own directory inside the runtime
+// directory.
+const supervisorSubdir = "supervise"
+
+// checkSharedDir checks, without changing it, that dir may hold our
+// private directory: a real directory (not a symlink), owned by us or
+// root, that no one else can rename entries of (not writable by group or
+// others, unless sticky).
+func checkSharedDir(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR):
+		if fi, lerr := os.Lstat(dir); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symbolic link: %w", dir, ErrUnsafeDir)
+		}
+		return fmt.Errorf("%s is not a directory: %w", dir, ErrUnsafeDir)
+	case err != nil:
+		return &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "fstat", Path: dir, Err: err}
+	}
+	if owner := int(st.Uid); owner != os.Geteuid() && owner != 0 {
+		return fmt.Errorf("%s is owned by uid %d, neither us nor root: %w", dir, owner, ErrUnsafeDir)
+	}
+	if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
+		return fmt.Errorf("%s is writable by others (mode %04o) and not sticky: %w", dir, st.Mode&0o7777, ErrUnsafeDir)
+	}
+	return nil
+}
+
+// supervisorBase picks the runtime directory of SupervisorDir.
 func supervisorBase(xdgRuntime string, euid int, tmp string) string {
 	switch {
 	case xdgRuntime != "":

@@ -60,12 +60,13 @@ func TestRemoveStaleRunDirs(t *testing.T) {
 func TestSupervisorDir(t *testing.T) {
 	runtime := shortTempDir(t)
 	t.Setenv("XDG_RUNTIME_DIR", runtime)
-	base := filepath.Join(runtime, "hermeskill")
+	base := filepath.Join(runtime, "hermeskill", "supervise")
 	// A run killed by SIGKILL left its directory (pid_max is at most
 	// 2^22, so this pid never exists).
 	stale := filepath.Join(base, "bot.4194305")
 	require.NoError(t, os.MkdirAll(stale, 0o777))
 	require.NoError(t, os.WriteFile(filepath.Join(stale, heartbeat.SocketName), nil, 0o600))
+	require.NoError(t, os.Chmod(filepath.Dir(base), 0o755))
 	require.NoError(t, os.Chmod(base, 0o777))
 
 	dir, err := heartbeat.SupervisorDir("bot")
@@ -73,9 +74,62 @@ func TestSupervisorDir(t *testing.T) {
 	assert.Equal(t, filepath.Join(base, "bot."+strconv.Itoa(os.Getpid())), dir)
 	fi, err := os.Lstat(base)
 	require.NoError(t, err)
-	assert.Equal(t, os.ModeDir|0o700, fi.Mode(), "the base is made private")
+	assert.Equal(t, os.ModeDir|0o700, fi.Mode(), "supervise's own directory is made private")
 	assert.NoDirExists(t, stale)
 	assert.NoDirExists(t, dir, "the run directory is PrepareDir's to create")
+}
+
+// The runtime directory may be the daemon's (/run/hermeskill, 0755 for
+// the hermeskill groups to reach control.sock): supervise, even as root,
+// uses a subdirectory of its own and leaves the shared one as it found
+// it.
+func TestSupervisorDirKeepsSharedRuntimeDir(t *testing.T) {
+	runtime := shortTempDir(t)
+	t.Setenv("XDG_RUNTIME_DIR", runtime)
+	shared := filepath.Join(runtime, "hermeskill")
+	require.NoError(t, os.Mkdir(shared, 0o755))
+	require.NoError(t, os.Chmod(shared, 0o755)) // whatever the umask
+	control := filepath.Join(shared, "control.sock")
+	require.NoError(t, os.WriteFile(control, nil, 0o660))
+
+	dir, err := heartbeat.SupervisorDir("bot")
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(shared, "supervise", "bot."+strconv.Itoa(os.Getpid())), dir)
+	fi, err := os.Lstat(shared)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeDir|0o755, fi.Mode(), "the shared runtime directory keeps its mode")
+	fi, err = os.Lstat(filepath.Dir(dir))
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeDir|0o700, fi.Mode(), "supervise's sockets are in a private directory")
+	assert.FileExists(t, control)
+
+	// Twice (a second supervise): still nothing changed.
+	_, err = heartbeat.SupervisorDir("bot")
+	require.NoError(t, err)
+	fi, err = os.Lstat(shared)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeDir|0o755, fi.Mode())
+}
+
+// A runtime directory others could rename entries of is refused, and left
+// as it is; a sticky one (as /tmp) is fine.
+func TestSupervisorDirRefusesWritableRuntimeDir(t *testing.T) {
+	runtime := shortTempDir(t)
+	t.Setenv("XDG_RUNTIME_DIR", runtime)
+	shared := filepath.Join(runtime, "hermeskill")
+	require.NoError(t, os.Mkdir(shared, 0o700))
+	require.NoError(t, os.Chmod(shared, 0o777))
+	_, err := heartbeat.SupervisorDir("bot")
+	require.ErrorIs(t, err, heartbeat.ErrUnsafeDir)
+	require.ErrorContains(t, err, "writable by others")
+	fi, err := os.Lstat(shared)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeDir|0o777, fi.Mode(), "refused, not changed")
+	assert.NoDirExists(t, filepath.Join(shared, "supervise"))
+
+	require.NoError(t, os.Chmod(shared, 0o777|os.ModeSticky))
+	_, err = heartbeat.SupervisorDir("bot")
+	require.NoError(t, err)
 }
 
 func TestSupervisorDirRefusesPlantedBase(t *testing.T) {
