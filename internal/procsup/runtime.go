@@ -19,6 +19,7 @@ type Runtime struct {
 	pid1     bool
 	pollWait bool
 	fs       procfs.FS
+	scans    *scanner
 
 	mu      sync.Mutex
 	helpers map[int]bool // live children started with Spec.Helper
@@ -43,8 +44,9 @@ func NewRuntime(opts Options) (*Runtime, error) {
 		return nil, os.NewSyscallError("prctl PR_SET_CHILD_SUBREAPER", err)
 	}
 	spawner() // start the forking thread now, while the caller sets up
+	fs := procfs.Default()
 	return &Runtime{reaper: newReaper(opts.OnOrphan), pid1: os.Getpid() == 1, pollWait: opts.PollWait,
-		fs: procfs.Default(), helpers: make(map[int]bool)}, nil
+		fs: fs, scans: newScanner(fs), helpers: make(map[int]bool)}, nil
 }
 
 // Close stops the reaper (once; later calls return at once). Children
@@ -72,7 +74,7 @@ func (rt *Runtime) HasChildren() bool {
 	// A helper is a child too: look for any other. (The kernel lists a
 	// task's children only with CONFIG_PROC_CHILDREN; the scan of /proc
 	// works everywhere.)
-	snap, err := rt.fs.Scan()
+	snap, err := rt.scans.Scan()
 	if err != nil {
 		return true // fail closed: the tree is not known to be empty
 	}
@@ -83,6 +85,26 @@ func (rt *Runtime) HasChildren() bool {
 		}
 	}
 	return false
+}
+
+// hasZombie reports whether a child of ours other than a helper has
+// exited and is not reaped yet. Cheaper than HasChildren (no scan of /proc)
+// but blind to live children; when the zombie the kernel names is a
+// helper's, it asks HasChildren.
+func (rt *Runtime) hasZombie() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	if err != nil {
+		return false // ECHILD: no child at all
+	}
+	pid := siginfoPID(&info)
+	if pid == 0 {
+		return false // children, none exited
+	}
+	if !rt.IsHelper(pid) {
+		return true
+	}
+	return rt.HasChildren()
 }
 
 // IsHelper reports whether pid is a live child started with Spec.Helper.

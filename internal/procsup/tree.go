@@ -212,7 +212,7 @@ func (t *Tree) memberStats() (map[int]procfs.Stat, error) {
 		}
 		return out, nil
 	}
-	snap, err := t.fs.Scan()
+	snap, err := t.scan()
 	if err != nil {
 		return nil, err
 	}
@@ -403,12 +403,19 @@ func (t *Tree) Empty() bool {
 	if !t.mainReaped() {
 		return false
 	}
+	if t.cg != nil {
+		// A live process of the agent is in its cgroup; one that exited
+		// has left it, and if it was ours (an orphan reparented to us) the
+		// reaper is about to collect it: wait for that, so what we report
+		// reaped is reaped. No scan of /proc: this runs at every exit.
+		populated, err := t.cg.Populated()
+		if err != nil || populated {
+			return false
+		}
+		return !t.exclusive || !t.rt.hasZombie()
+	}
 	if t.exclusive && t.rt.HasChildren() {
 		return false // a child of ours: alive, or a zombie not reaped yet
-	}
-	if t.cg != nil {
-		populated, err := t.cg.Populated()
-		return err == nil && !populated
 	}
 	if t.exclusive {
 		return true // every descendant of the agent is a descendant of ours
@@ -437,4 +444,13 @@ func (t *Tree) Close() error {
 		return nil
 	}
 	return t.cg.Remove()
+}
+
+// scan is a snapshot of every process, shared with the runtime's other
+// trees when they read the same /proc.
+func (t *Tree) scan() (procfs.Snapshot, error) {
+	if t.rt != nil && t.rt.scans != nil && t.rt.fs == t.fs {
+		return t.rt.scans.Scan()
+	}
+	return t.fs.Scan()
 }

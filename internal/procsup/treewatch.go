@@ -143,7 +143,7 @@ func (t *Tree) allPIDs() []int {
 		set[t.main.PID()] = true
 	}
 	// Zombie children of tree members are not in cgroup.procs; show them.
-	if snap, err := t.fs.Scan(); err == nil {
+	if snap, err := t.scan(); err == nil {
 		for pid, st := range snap {
 			if st.State == 'Z' && set[st.PPID] {
 				set[pid] = true
