@@ -20,7 +20,11 @@ type Config struct {
 	// Metered: the agent's LLM traffic goes through hermeskilld's gateway,
 	// so the tokens and cost budgets use what was metered on the wire
 	// (ObserveMetered); what the agent reports itself is kept beside it
-	// (State.Tokens, State.CostUSD) and decides nothing.
+	// (State.Tokens, State.CostUSD) and decides nothing. The same goes for
+	// tool calls: tool_loop counts the calls the wire shows the model
+	// asking for, and an agent's own TOOL= reports (the same calls, as it
+	// runs them) are kept (State.ReportedTool) and count for nothing, so
+	// no call is counted twice.
 	Metered bool
 	// Shadow keeps every check running after a terminal symptom, so that
 	// each check that would have killed the agent is reported, once: shadow
@@ -46,8 +50,14 @@ type State struct {
 	MeteredTokens  uint64  `json:"metered_tokens,omitempty"`
 	MeteredCostUSD float64 `json:"metered_cost_usd,omitempty"`
 	// CostUnknown: a metered request used a model with no price.
-	CostUnknown      bool          `json:"cost_unknown,omitempty"`
-	LastTool         string        `json:"last_tool"`
+	CostUnknown bool `json:"cost_unknown,omitempty"`
+	// LastTool is the last tool call tool_loop counted: the agent's own
+	// report (TOOL=), or with Config.Metered the wire's.
+	LastTool string `json:"last_tool"`
+	// ReportedTool and ReportedTools are the agent's own TOOL= reports:
+	// the last one and how many.
+	ReportedTool     string        `json:"reported_tool,omitempty"`
+	ReportedTools    uint64        `json:"reported_tools,omitempty"`
 	LastHeartbeat    time.Time     `json:"last_heartbeat_at"`
 	Heartbeats       uint64        `json:"heartbeats"`
 	Messages         uint64        `json:"messages"`
@@ -243,8 +253,12 @@ func (e *Engine) Observe(m *heartbeat.Message, now time.Time) []Symptom {
 		}
 	}
 	if m.Has(heartbeat.FieldTool) {
-		e.st.LastTool = m.Tool
-		out = append(out, e.toolCall(m.Tool, m.ToolArgsSHA256, now)...)
+		e.st.ReportedTool = m.Tool
+		e.st.ReportedTools++
+		if !e.cfg.Metered {
+			e.st.LastTool = m.Tool
+			out = append(out, e.toolCall(m.Tool, m.ToolArgsSHA256, now)...)
+		}
 	}
 	if m.Has(heartbeat.FieldError) {
 		out = append(out, e.errorSeen(m.Error, now)...)

@@ -69,3 +69,49 @@ func TestMeteredToolLoop(t *testing.T) {
 	require.Equal(t, ToolLoop, s.Check)
 	require.Equal(t, "web_search", e.State().LastTool)
 }
+
+// With the gateway, the wire is the truth for tool_loop: an agent that
+// also reports each call it runs (TOOL= through a client) is not counted
+// twice — its reports are kept in the state and feed nothing.
+func TestMeteredToolReportsNotCountedTwice(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	e := New(Config{Metered: true, Checks: config.Checks{ToolLoop: &config.ToolLoop{Repeats: 3}}}, now)
+	call := []ToolCall{{Name: "web_search", ArgsSHA256: "ab"}}
+	for i := range 2 {
+		require.Empty(t, e.ObserveMetered(10, 0.01, true, "m", call, now), "call %d asked for", i+1)
+		require.Empty(t, e.Observe(msg(tool("web_search", "ab")), now), "call %d run and reported", i+1)
+	}
+	st := e.State()
+	require.Equal(t, "web_search", st.ReportedTool, "the agent's report is recorded")
+	require.EqualValues(t, 2, st.ReportedTools)
+	s := one(t, e.ObserveMetered(10, 0.01, true, "m", call, now))
+	require.Equal(t, ToolLoop, s.Check, "the third call on the wire")
+	require.Equal(t, "the same tool call web_search repeated 3 times in a row", s.Message)
+}
+
+// Reports alone, with the gateway on, decide nothing; the wire's calls
+// are not broken up by reports of other tools either.
+func TestMeteredToolReportsDecideNothing(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	e := New(Config{Metered: true, Checks: config.Checks{ToolLoop: &config.ToolLoop{Repeats: 2}}}, now)
+	for range 5 {
+		require.Empty(t, e.Observe(msg(tool("local_grep", "cd")), now))
+	}
+	require.Empty(t, e.State().LastTool, "last_tool is the wire's")
+	call := []ToolCall{{Name: "web_search", ArgsSHA256: "ab"}}
+	require.Empty(t, e.ObserveMetered(10, 0.01, true, "m", call, now))
+	require.Empty(t, e.Observe(msg(tool("other", "ef")), now))
+	require.Equal(t, ToolLoop, one(t, e.ObserveMetered(10, 0.01, true, "m", call, now)).Check)
+	require.Equal(t, "web_search", e.State().LastTool)
+	require.Equal(t, "other", e.State().ReportedTool)
+}
+
+// Without the gateway, the client's reports are what tool_loop counts.
+func TestReportedToolLoopWithoutGateway(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	e := New(Config{Checks: config.Checks{ToolLoop: &config.ToolLoop{Repeats: 2}}}, now)
+	require.Empty(t, e.Observe(msg(tool("web_search", "ab")), now))
+	require.Equal(t, ToolLoop, one(t, e.Observe(msg(tool("web_search", "ab")), now)).Check)
+	require.Equal(t, "web_search", e.State().LastTool)
+	require.Equal(t, "web_search", e.State().ReportedTool)
+}

@@ -107,7 +107,8 @@ func (e *Engine) errorStreak(now time.Time) []Symptom {
 // ObserveMetered applies one LLM request the gateway metered: tokens (all
 // kinds) and its cost, or, for a model with no price, a warning once —
 // spend that cannot be priced is never silently $0. A tool call seen in
-// the response counts for tool_loop as a client's TOOL would. Deadlines
+// the response counts for tool_loop as a client's TOOL would without the
+// gateway (with it, TOOL reports count for nothing: Config.Metered). Deadlines
 // are evaluated at now first, as in Observe.
 func (e *Engine) ObserveMetered(tokens uint64, costUSD float64, priced bool, model string, tools []ToolCall, now time.Time) []Symptom {
 	out := e.Tick(now)
