@@ -57,6 +57,17 @@
 // behind it — hermeskill_outbox_pending grows and the failures counter
 // climbs, which is what the alerts in docs/metrics.md watch.
 //
+// # A short-lived sender: supervise
+//
+// `hermeskilld supervise` uses the same Link for one agent, in
+// --state-dir/outbox: it opens it before starting the agent (so what
+// earlier runs left is sent first, while the agent runs), polls the
+// directives of its one agent, and at exit calls Flush with a bound
+// (--flush-timeout): Flush cuts the backoff short and waits until nothing
+// is pending. What it leaves stays on disk for the next run using the same
+// directory; the lock makes concurrent runs on one directory fail to
+// Open (ErrLocked) rather than share it.
+//
 // # Directives (control plane -> hermeskilld)
 //
 //	GET {url}/agents/{agent_id}/directives
@@ -67,8 +78,8 @@
 //	                     "operator": "alice@cp"}]}
 //	204 or 404: no directives for this agent
 //
-// The Poller asks for each agent the daemon runs, every poll interval
-// (jittered by ±20%). The control plane may return a directive at every
+// The Poller asks for each agent the daemon (or supervise) runs, every
+// poll interval (jittered by ±20%). The control plane may return a directive at every
 // poll until it expires on its side; hermeskilld acts once per (agent_id,
 // id): ids already acted on are remembered in directives-seen.json (the
 // newest MaxSeen of them). Acting comes first and remembering second, so a

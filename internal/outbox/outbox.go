@@ -107,6 +107,7 @@ type Outbox struct {
 	log     *zap.Logger
 	lock    *os.File
 	wake    chan struct{} // capacity 1: Enqueue -> Run
+	flush   chan struct{} // capacity 1: Flush -> Run, cuts a backoff short
 	closing chan struct{} // closed by Close
 
 	mu      sync.Mutex
@@ -115,6 +116,7 @@ type Outbox struct {
 	stats   Stats
 	closed  bool
 	running chan struct{} // non-nil while Run runs; closed when it returns
+	change  chan struct{} // closed (and replaced) at every change of stats: Flush waits on it
 }
 
 // item is one pending certificate; its payload is the file Dir/<id>.json,
@@ -155,7 +157,8 @@ func Open(opts Options) (*Outbox, error) {
 	}
 	o := &Outbox{
 		opts: opts, base: strings.TrimRight(opts.URL, "/"), log: opts.Log, lock: lock,
-		wake: make(chan struct{}, 1), closing: make(chan struct{}), byID: map[string]*item{},
+		wake: make(chan struct{}, 1), flush: make(chan struct{}, 1), closing: make(chan struct{}),
+		byID: map[string]*item{}, change: make(chan struct{}),
 	}
 	if err := o.load(); err != nil {
 		lock.Close()
@@ -325,11 +328,13 @@ func (o *Outbox) Stats() Stats {
 	return o.stats
 }
 
-// changed reports the stats; o.mu is held.
+// changed reports the stats and wakes Flush; o.mu is held.
 func (o *Outbox) changed() {
 	if o.opts.OnStats != nil {
 		o.opts.OnStats(o.stats)
 	}
+	close(o.change)
+	o.change = make(chan struct{})
 }
 
 // Close stops a running Run (waiting for it to return: an attempt in flight
@@ -344,6 +349,8 @@ func (o *Outbox) Close() error {
 	o.closed = true
 	close(o.closing)
 	running := o.running
+	close(o.change) // a Flush returns
+	o.change = make(chan struct{})
 	o.mu.Unlock()
 	if running != nil {
 		<-running

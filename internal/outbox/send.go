@@ -79,8 +79,9 @@ func (o *Outbox) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return nil
 			case <-o.wake:
-				continue
+			case <-o.flush:
 			}
+			continue
 		}
 		res, wait := o.attempt(ctx, it)
 		switch res {
@@ -95,6 +96,9 @@ func (o *Outbox) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return nil
 			case <-timer.C:
+			case <-o.flush: // try now, and back off afresh
+				failures = 0
+				timer.Stop() // no stale tick after Stop (Go 1.23 timers)
 			}
 		default:
 			failures = 0
