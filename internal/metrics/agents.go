@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 )
@@ -71,37 +69,36 @@ type outboxFigures struct {
 	delivered, failures, rejected uint64
 }
 
+// The families written at scrape time.
 var (
-	descAgents = prometheus.NewDesc(namespace+"_agents",
-		"Agents by state.", []string{"state"}, nil)
-	descHeartbeats = prometheus.NewDesc(namespace+"_heartbeats_total",
-		"Heartbeats accepted, by agent.", []string{"agent"}, nil)
-	descProgress = prometheus.NewDesc(namespace+"_agent_progress",
-		"The agent's PROGRESS step counter, by agent (of its current run).", []string{"agent"}, nil)
-	descTokens = prometheus.NewDesc(namespace+"_agent_tokens",
-		"Tokens used by the agent's current run: reported by the agent, or metered by the LLM gateway.", []string{"agent", "source"}, nil)
-	descCost = prometheus.NewDesc(namespace+"_agent_cost_usd",
-		"Spend of the agent's current run in USD: reported by the agent, or metered by the LLM gateway.", []string{"agent", "source"}, nil)
-	descLastBeat = prometheus.NewDesc(namespace+"_agent_last_heartbeat_timestamp_seconds",
-		"When the agent last beat (Unix time), by agent.", []string{"agent"}, nil)
-	descDropped = prometheus.NewDesc(namespace+"_datagrams_dropped_total",
-		"Heartbeat socket datagrams dropped, by agent and reason.", []string{"agent", "reason"}, nil)
-	descPending = prometheus.NewDesc(namespace+"_outbox_pending",
-		"Certificates waiting for delivery to the control plane.", nil, nil)
-	descParked = prometheus.NewDesc(namespace+"_outbox_parked",
-		"Certificates the control plane refused, parked for an operator.", nil, nil)
-	descDelivered = prometheus.NewDesc(namespace+"_outbox_delivered_total",
-		"Certificates delivered to the control plane.", nil, nil)
-	descFailures = prometheus.NewDesc(namespace+"_outbox_failures_total",
-		"Failed delivery attempts (retried or parked).", nil, nil)
-	descRejected = prometheus.NewDesc(namespace+"_outbox_rejected_total",
-		"Certificates not queued for delivery because the outbox was full.", nil, nil)
+	famAgents     = family{namespace + "_agents", "gauge", "Agents by state."}
+	famHeartbeats = family{namespace + "_heartbeats_total", "counter", "Heartbeats accepted, by agent."}
+	famDropped    = family{namespace + "_datagrams_dropped_total", "counter",
+		"Heartbeat socket datagrams dropped, by agent and reason."}
+	famProgress = family{namespace + "_agent_progress", "gauge",
+		"The agent's PROGRESS step counter, by agent (of its current run)."}
+	famTokens = family{namespace + "_agent_tokens", "gauge",
+		"Tokens used by the agent's current run: reported by the agent, or metered by the LLM gateway."}
+	famCost = family{namespace + "_agent_cost_usd", "gauge",
+		"Spend of the agent's current run in USD: reported by the agent, or metered by the LLM gateway."}
+	famLastBeat = family{namespace + "_agent_last_heartbeat_timestamp_seconds", "gauge",
+		"When the agent last beat (Unix time), by agent."}
+	famPending   = family{namespace + "_outbox_pending", "gauge", "Certificates waiting for delivery to the control plane."}
+	famParked    = family{namespace + "_outbox_parked", "gauge", "Certificates the control plane refused, parked for an operator."}
+	famDelivered = family{namespace + "_outbox_delivered_total", "counter", "Certificates delivered to the control plane."}
+	famFailures  = family{namespace + "_outbox_failures_total", "counter", "Failed delivery attempts (retried or parked)."}
+	famRejected  = family{namespace + "_outbox_rejected_total", "counter",
+		"Certificates not queued for delivery because the outbox was full."}
 )
 
-// stateCollector exports the pulled series at scrape time.
+// family names a family written at scrape time.
+type family struct{ name, typ, help string }
+
+func (e *expo) begin(f family) { e.family(f.name, f.typ, f.help) }
+
+// stateCollector writes the pulled series at scrape time.
 type stateCollector struct {
-	labels     *agentLabels
-	agentKills *prometheus.CounterVec
+	labels *agentLabels
 
 	mu     sync.Mutex
 	source func() []AgentSample
@@ -115,15 +112,7 @@ func (c *stateCollector) rejected() uint64 {
 	return c.outbox.rejected
 }
 
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAgents, descHeartbeats, descDropped, descProgress, descTokens, descCost, descLastBeat,
-		descPending, descParked, descDelivered, descFailures, descRejected} {
-		ch <- d
-	}
-	c.agentKills.Describe(ch)
-}
-
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *stateCollector) write(e *expo) {
 	c.mu.Lock()
 	source, ob := c.source, c.outbox
 	if ob != nil {
@@ -133,14 +122,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 
 	if ob != nil {
-		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(ob.pending))
-		ch <- prometheus.MustNewConstMetric(descParked, prometheus.GaugeValue, float64(ob.parked))
-		ch <- prometheus.MustNewConstMetric(descDelivered, prometheus.CounterValue, float64(ob.delivered))
-		ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(ob.failures))
-		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.CounterValue, float64(ob.rejected))
+		for _, x := range []struct {
+			f family
+			v float64
+		}{{famPending, float64(ob.pending)}, {famParked, float64(ob.parked)}, {famDelivered, float64(ob.delivered)},
+			{famFailures, float64(ob.failures)}, {famRejected, float64(ob.rejected)}} {
+			e.begin(x.f)
+			e.sample(x.f.name, x.v)
+		}
 	}
 	if source == nil {
-		c.agentKills.Collect(ch)
 		return
 	}
 	samples := source()
@@ -149,7 +140,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ids = append(ids, s.ID)
 	}
 	c.labels.sync(ids)
-	c.agentKills.Collect(ch)
 
 	// Sum by label: several agents share "_other", and a source may repeat
 	// an id; a series must be exported once.
@@ -163,7 +153,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	states := map[string]int{}
 	agents := map[string]*perAgent{}
-	var order []string
 	for _, s := range samples {
 		states[s.State]++
 		label := c.labels.label(s.ID)
@@ -171,7 +160,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if a == nil {
 			a = &perAgent{dropped: make([]uint64, len(DropReasons))}
 			agents[label] = a
-			order = append(order, label)
 		}
 		a.heartbeats += s.Heartbeats
 		for i, n := range dropped(s.Heartbeat) {
@@ -185,26 +173,54 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			a.lastBeat = s.LastHeartbeat
 		}
 	}
-	for state, n := range states {
-		ch <- prometheus.MustNewConstMetric(descAgents, prometheus.GaugeValue, float64(n), state)
+	if len(states) > 0 {
+		e.begin(famAgents)
+		for _, state := range slices.Sorted(maps.Keys(states)) {
+			e.sample(famAgents.name, float64(states[state]), "state", state)
+		}
 	}
-	for _, label := range order {
-		a := agents[label]
-		ch <- prometheus.MustNewConstMetric(descHeartbeats, prometheus.CounterValue, float64(a.heartbeats), label)
+	order := slices.Sorted(maps.Keys(agents))
+	if len(order) == 0 {
+		return
+	}
+	// One family at a time: the format wants a family's samples together.
+	each := func(f family, fn func(label string, a *perAgent)) {
+		e.begin(f)
+		for _, label := range order {
+			fn(label, agents[label])
+		}
+	}
+	each(famHeartbeats, func(l string, a *perAgent) { e.sample(famHeartbeats.name, float64(a.heartbeats), "agent", l) })
+	each(famDropped, func(l string, a *perAgent) {
 		for i, reason := range DropReasons {
-			ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(a.dropped[i]), label, reason)
+			e.sample(famDropped.name, float64(a.dropped[i]), "agent", l, "reason", reason)
 		}
-		ch <- prometheus.MustNewConstMetric(descProgress, prometheus.GaugeValue, float64(a.progress), label)
-		ch <- prometheus.MustNewConstMetric(descTokens, prometheus.GaugeValue, float64(a.tokens), label, "reported")
-		ch <- prometheus.MustNewConstMetric(descCost, prometheus.GaugeValue, a.cost, label, "reported")
+	})
+	each(famProgress, func(l string, a *perAgent) { e.sample(famProgress.name, float64(a.progress), "agent", l) })
+	each(famTokens, func(l string, a *perAgent) {
+		e.sample(famTokens.name, float64(a.tokens), "agent", l, "source", "reported")
 		if a.metered {
-			ch <- prometheus.MustNewConstMetric(descTokens, prometheus.GaugeValue, float64(a.mTok), label, "metered")
-			ch <- prometheus.MustNewConstMetric(descCost, prometheus.GaugeValue, a.mCost, label, "metered")
+			e.sample(famTokens.name, float64(a.mTok), "agent", l, "source", "metered")
 		}
+	})
+	each(famCost, func(l string, a *perAgent) {
+		e.sample(famCost.name, a.cost, "agent", l, "source", "reported")
+		if a.metered {
+			e.sample(famCost.name, a.mCost, "agent", l, "source", "metered")
+		}
+	})
+	beats := 0
+	for _, a := range agents {
 		if !a.lastBeat.IsZero() {
-			ch <- prometheus.MustNewConstMetric(descLastBeat, prometheus.GaugeValue,
-				float64(a.lastBeat.UnixNano())/1e9, label)
+			beats++
 		}
+	}
+	if beats > 0 {
+		each(famLastBeat, func(l string, a *perAgent) {
+			if !a.lastBeat.IsZero() {
+				e.sample(famLastBeat.name, float64(a.lastBeat.UnixNano())/1e9, "agent", l)
+			}
+		})
 	}
 }
 

@@ -8,19 +8,29 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
 
-// The comparisons of client_golang's testutil, without its extra module:
+// The comparisons of client_golang's testutil:
 // both sides in the text exposition format, restricted to names, one line
 // per sample, sorted (so the order of series and of labels does not matter,
 // every value does).
 
-func gatherAndCompare(g prometheus.Gatherer, expected string, names ...string) error {
-	got, err := g.Gather()
+// gather parses what m writes with prometheus/common's own parser, which
+// also refuses a malformed exposition (a family split or repeated, a bad
+// escape, a bad value).
+func gather(m io.WriterTo) ([]*dto.MetricFamily, error) {
+	var b bytes.Buffer
+	if _, err := m.WriteTo(&b); err != nil {
+		return nil, err
+	}
+	return parseText(&b)
+}
+
+func gatherAndCompare(m io.WriterTo, expected string, names ...string) error {
+	got, err := gather(m)
 	if err != nil {
 		return err
 	}
@@ -43,8 +53,8 @@ func scrapeAndCompare(url, expected string, names ...string) error {
 	return compare(got, expected, names)
 }
 
-func gatherAndCount(g prometheus.Gatherer, names ...string) (int, error) {
-	got, err := g.Gather()
+func gatherAndCount(m io.WriterTo, names ...string) (int, error) {
+	got, err := gather(m)
 	if err != nil {
 		return 0, err
 	}

@@ -4,8 +4,7 @@
 // outbox. docs/metrics.md lists every series with its labels and meaning,
 // and example alert rules.
 //
-// It uses its own registry (never prometheus.DefaultRegisterer): two
-// Metrics in one process, as in tests, do not collide. Event-driven series
+// It writes the text exposition format itself (expo.go says why). Event-driven series
 // are counted by Observe; per-agent state is pulled from a source function
 // at scrape time, so it is never stale and costs nothing between scrapes.
 //
@@ -20,17 +19,15 @@
 package metrics
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
@@ -59,74 +56,85 @@ type Options struct {
 	AgentLabelLimit int
 }
 
-// Metrics holds hermeskilld's metrics and their registry. Its methods are
-// safe for concurrent use.
+// Metrics holds hermeskilld's metrics. Its methods are safe for
+// concurrent use.
 type Metrics struct {
-	reg *prometheus.Registry
-
-	symptoms     *prometheus.CounterVec
-	kills        *prometheus.CounterVec
-	agentKills   *prometheus.CounterVec
-	killSeconds  prometheus.Histogram
-	certsWritten prometheus.Counter
-	certFailures prometheus.Counter
+	symptoms     *counterVec
+	kills        *counterVec
+	agentKills   *counterVec
+	killSeconds  *histogram
+	certsWritten *counterVec
+	certFailures *counterVec
 
 	labels *agentLabels
 	state  *stateCollector
 }
 
-// New returns Metrics with every series registered in a new registry,
-// along with the Go runtime's and the process's own (go_*, process_*).
+// New returns Metrics with every series at its start. Each Metrics is
+// independent of any other (two in one process, as in tests, do not
+// collide).
 func New(opts Options) *Metrics {
 	limit := cmp.Or(opts.AgentLabelLimit, DefaultAgentLabelLimit)
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		symptoms: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "symptoms_total",
-			Help: "Symptoms reported by the checks, by check and severity (warning, terminal).",
-		}, []string{"check", "severity"}),
-		kills: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "kills_total",
-			Help: "Deaths recorded by a certificate, by trigger_type (auto, manual, external), check, stage reached and mode (enforce, shadow).",
-		}, []string{"trigger_type", "check", "reached", "mode"}),
-		agentKills: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "agent_kills_total",
-			Help: "Deaths recorded by a certificate, by agent, check and mode (agent limited by agent_label_limit).",
-		}, []string{"agent", "check", "mode"}),
-		killSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "kill_seconds",
-			Help:    "Detection to death: triggered_at to terminated_at of enforce-mode kills by hermeskilld.",
-			Buckets: KillBuckets,
-		}),
-		certsWritten: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "certificates_written_total",
-			Help: "Death certificates written to the certificates directory.",
-		}),
-		certFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "certificate_failures_total",
-			Help: "Death certificates that could not be written (they went to stderr / the log).",
-		}),
+		symptoms: newCounterVec(namespace+"_symptoms_total",
+			"Symptoms reported by the checks, by check and severity (warning, terminal).", "check", "severity"),
+		kills: newCounterVec(namespace+"_kills_total",
+			"Deaths recorded by a certificate, by trigger_type (auto, manual, external), check, stage reached and mode (enforce, shadow).",
+			"check", "mode", "reached", "trigger_type"),
+		agentKills: newCounterVec(namespace+"_agent_kills_total",
+			"Deaths recorded by a certificate, by agent, check and mode (agent limited by agent_label_limit).", "agent", "check", "mode"),
+		killSeconds: newHistogram(namespace+"_kill_seconds",
+			"Detection to death: triggered_at to terminated_at of enforce-mode kills by hermeskilld.", KillBuckets),
+		certsWritten: newCounterVec(namespace+"_certificates_written_total",
+			"Death certificates written to the certificates directory."),
+		certFailures: newCounterVec(namespace+"_certificate_failures_total",
+			"Death certificates that could not be written (they went to stderr / the log)."),
 	}
-	m.labels = newAgentLabels(limit, func(id string) {
-		m.agentKills.DeletePartialMatch(prometheus.Labels{"agent": id})
-	})
-	// agentKills is collected by m.state, after it has freed the slots of
-	// agents gone, so that one scrape is consistent.
-	m.state = &stateCollector{labels: m.labels, agentKills: m.agentKills}
-	m.reg.MustRegister(m.symptoms, m.kills, m.killSeconds, m.certsWritten, m.certFailures, m.state,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.labels = newAgentLabels(limit, func(id string) { m.agentKills.deleteWhere("agent", id) })
+	m.state = &stateCollector{labels: m.labels}
 	return m
 }
 
-// Registry is the registry every series is in (for tests and for adding
-// collectors).
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+// WriteTo writes every series in the text exposition format: the pulled
+// per-agent state first (it frees the agent label slots of agents gone
+// before hermeskill_agent_kills_total is written, so that one scrape is
+// consistent), then the counted series, then the Go runtime's (go_*) and
+// the process's (process_*).
+func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	e := &expo{w: bufio.NewWriter(cw)}
+	m.state.write(e)
+	m.symptoms.write(e)
+	m.kills.write(e)
+	m.agentKills.write(e)
+	m.killSeconds.write(e)
+	m.certsWritten.write(e)
+	m.certFailures.write(e)
+	writeRuntime(e)
+	err := e.w.Flush()
+	return cw.n, err
+}
 
-// Handler serves the metrics in the Prometheus exposition formats.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// ContentType is the text exposition format's.
+const ContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// Handler serves the metrics in the text exposition format.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.InstrumentMetricHandler(m.reg, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		Registry: m.reg, ErrorHandling: promhttp.ContinueOnError,
-	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", ContentType)
+		_, _ = m.WriteTo(w)
+	})
 }
 
 // Serve answers GET /metrics on listen (host:port) until ctx ends, then
@@ -174,13 +182,13 @@ func (m *Metrics) Observe(ev supervisor.Event) {
 	switch ev.Type {
 	case supervisor.EventSymptom:
 		if s := ev.Symptom; s != nil {
-			m.symptoms.WithLabelValues(string(s.Check), string(s.Severity)).Inc()
+			m.symptoms.inc(string(s.Check), string(s.Severity))
 		}
 	case supervisor.EventCertificate:
-		m.certsWritten.Inc()
+		m.certsWritten.inc()
 		m.death(ev.Cert)
 	case supervisor.EventCertFailed:
-		m.certFailures.Inc()
+		m.certFailures.inc()
 		m.death(ev.Cert)
 	}
 }
@@ -189,10 +197,10 @@ func (m *Metrics) death(c *certs.Certificate) {
 	if c == nil {
 		return
 	}
-	m.kills.WithLabelValues(c.TriggerType, c.TriggerCheck, c.Escalation.Reached, c.Mode).Inc()
-	m.labels.with(c.AgentID, func(agent string) { m.agentKills.WithLabelValues(agent, c.TriggerCheck, c.Mode).Inc() })
+	m.kills.inc(c.TriggerCheck, c.Mode, c.Escalation.Reached, c.TriggerType)
+	m.labels.with(c.AgentID, func(agent string) { m.agentKills.inc(agent, c.TriggerCheck, c.Mode) })
 	if c.Mode == certs.ModeEnforce && c.TriggerType != certs.TriggerExternal &&
 		!c.TriggeredAt.IsZero() && !c.TerminatedAt.IsZero() && !c.TerminatedAt.Before(c.TriggeredAt) {
-		m.killSeconds.Observe(c.TerminatedAt.Sub(c.TriggeredAt).Seconds())
+		m.killSeconds.observe(c.TerminatedAt.Sub(c.TriggeredAt).Seconds())
 	}
 }

@@ -44,8 +44,8 @@ func symptom(agent string, check symptoms.Check, sev symptoms.Severity) supervis
 		Symptom: &symptoms.Symptom{At: t0, Check: check, Severity: sev}}
 }
 
-// histogram is the exposition text of hermeskill_kill_seconds holding values.
-func histogram(values ...float64) string {
+// killHistogramText is the exposition text of hermeskill_kill_seconds holding values.
+func killHistogramText(values ...float64) string {
 	var b strings.Builder
 	b.WriteString("# HELP hermeskill_kill_seconds Detection to death: triggered_at to terminated_at of enforce-mode kills by hermeskilld.\n")
 	b.WriteString("# TYPE hermeskill_kill_seconds histogram\n")
@@ -161,7 +161,7 @@ var scriptNames = []string{
 func TestScriptedRun(t *testing.T) {
 	m := New(Options{})
 	script(m)
-	require.NoError(t, gatherAndCompare(m.Registry(), scriptWant+histogram(10.25), scriptNames...))
+	require.NoError(t, gatherAndCompare(m, scriptWant+killHistogramText(10.25), scriptNames...))
 }
 
 func TestScrapeOverHTTP(t *testing.T) {
@@ -170,7 +170,7 @@ func TestScrapeOverHTTP(t *testing.T) {
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	require.NoError(t, scrapeAndCompare(srv.URL+Path,
-		scriptWant+histogram(10.25), scriptNames...))
+		scriptWant+killHistogramText(10.25), scriptNames...))
 	// A Go process exports its own health too.
 	body := get(t, srv.URL+Path)
 	assert.Contains(t, body, "go_goroutines ")
@@ -190,7 +190,7 @@ func TestOnlyEnforcedKillsAreTimed(t *testing.T) {
 	m.Observe(supervisor.Event{Type: supervisor.EventCertFailed, AgentID: "d", Err: io.ErrShortWrite,
 		Cert: cert("d", "tokens", certs.TriggerAuto, certs.ReachedCooperative, certs.ModeEnforce, 2*time.Second)})
 	m.Observe(supervisor.Event{Type: supervisor.EventCertFailed, AgentID: "e"}) // no certificate
-	require.NoError(t, gatherAndCompare(m.Registry(), (`
+	require.NoError(t, gatherAndCompare(m, (`
 # HELP hermeskill_kills_total Deaths recorded by a certificate, by trigger_type (auto, manual, external), check, stage reached and mode (enforce, shadow).
 # TYPE hermeskill_kills_total counter
 hermeskill_kills_total{check="external",mode="enforce",reached="none",trigger_type="external"} 1
@@ -204,7 +204,7 @@ hermeskill_certificates_written_total 4
 # HELP hermeskill_certificate_failures_total Death certificates that could not be written (they went to stderr / the log).
 # TYPE hermeskill_certificate_failures_total counter
 hermeskill_certificate_failures_total 2
-`+histogram(1.5, 15.2, 2)),
+`+killHistogramText(1.5, 15.2, 2)),
 		"hermeskill_kills_total", "hermeskill_kill_seconds",
 		"hermeskill_certificates_written_total", "hermeskill_certificate_failures_total"))
 }
@@ -223,7 +223,7 @@ func TestAgentLabelLimit(t *testing.T) {
 			"# TYPE hermeskill_heartbeats_total counter\n"
 	}
 	// Slots go to the first agents in id order; the rest are added up.
-	require.NoError(t, gatherAndCompare(m.Registry(), (heartbeats()+`
+	require.NoError(t, gatherAndCompare(m, (heartbeats()+`
 hermeskill_heartbeats_total{agent="_other"} 1100
 hermeskill_heartbeats_total{agent="a"} 1
 hermeskill_heartbeats_total{agent="b"} 10
@@ -232,7 +232,7 @@ hermeskill_heartbeats_total{agent="b"} 10
 hermeskill_agents{state="failed"} 1
 hermeskill_agents{state="running"} 3
 `), "hermeskill_heartbeats_total", "hermeskill_agents"))
-	forged, err := gatherAndCount(m.Registry(), "hermeskill_datagrams_dropped_total")
+	forged, err := gatherAndCount(m, "hermeskill_datagrams_dropped_total")
 	require.NoError(t, err)
 	assert.Equal(t, 3*len(DropReasons), forged, "a, b and _other only")
 
@@ -246,7 +246,7 @@ hermeskill_agents{state="running"} 3
 	// "a" leaves: its slot goes to "c", and a's series go away.
 	samples = samples[:1:1]
 	samples = append(samples, AgentSample{ID: "b", State: "running", Heartbeats: 11}, AgentSample{ID: "d", State: "failed", Heartbeats: 1000})
-	require.NoError(t, gatherAndCompare(m.Registry(), (heartbeats()+`
+	require.NoError(t, gatherAndCompare(m, (heartbeats()+`
 hermeskill_heartbeats_total{agent="_other"} 1000
 hermeskill_heartbeats_total{agent="b"} 11
 hermeskill_heartbeats_total{agent="c"} 100
@@ -261,7 +261,7 @@ func TestNoAgentLabels(t *testing.T) {
 	m.SetSource(func() []AgentSample {
 		return []AgentSample{{ID: "a", State: "running", Heartbeats: 1}, {ID: "b", State: "running", Heartbeats: 2}}
 	})
-	require.NoError(t, gatherAndCompare(m.Registry(), (`
+	require.NoError(t, gatherAndCompare(m, (`
 # HELP hermeskill_heartbeats_total Heartbeats accepted, by agent.
 # TYPE hermeskill_heartbeats_total counter
 hermeskill_heartbeats_total{agent="_other"} 3
@@ -270,12 +270,12 @@ hermeskill_heartbeats_total{agent="_other"} 3
 
 func TestNothingBeforeSourceAndOutbox(t *testing.T) {
 	m := New(Options{})
-	n, err := gatherAndCount(m.Registry(), "hermeskill_agents", "hermeskill_outbox_pending", "hermeskill_heartbeats_total")
+	n, err := gatherAndCount(m, "hermeskill_agents", "hermeskill_outbox_pending", "hermeskill_heartbeats_total")
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	m.SetOutboxRejected(7)
 	m.SetOutbox(0, 1, 0, 1)
-	assert.NoError(t, gatherAndCompare(m.Registry(), (`
+	assert.NoError(t, gatherAndCompare(m, (`
 # HELP hermeskill_outbox_rejected_total Certificates not queued for delivery because the outbox was full.
 # TYPE hermeskill_outbox_rejected_total counter
 hermeskill_outbox_rejected_total 7
@@ -326,7 +326,7 @@ func TestAgentGauges(t *testing.T) {
 			{ID: "gated", State: "running", Progress: 3, Tokens: 1, CostUSD: 0.01, Metered: true, MeteredTokens: 5000, MeteredCostUSD: 1.5},
 		}
 	})
-	require.NoError(t, gatherAndCompare(m.Registry(), `
+	require.NoError(t, gatherAndCompare(m, `
 # HELP hermeskill_agent_cost_usd Spend of the agent's current run in USD: reported by the agent, or metered by the LLM gateway.
 # TYPE hermeskill_agent_cost_usd gauge
 hermeskill_agent_cost_usd{agent="gated",source="metered"} 1.5
