@@ -75,59 +75,159 @@ func ctlError(err error, socket string) error {
 	}
 }
 
+// psFlags are the flags of ps.
+type psFlags struct {
+	ctl      ctlFlags
+	asJSON   bool
+	format   string
+	selector map[string]string
+	noTrunc  bool
+	quiet    bool
+}
+
 func newPS() *cobra.Command {
-	f := &ctlFlags{}
-	var asJSON bool
+	f := &psFlags{}
 	c := &cobra.Command{
-		Use:   "ps",
+		Use:   "ps [--selector K=V[,K=V]] [-q | --format wide|json] [--no-trunc]",
 		Short: "List the daemon's agents",
 		Long: `List the agents of the running daemon: their state, main pid, uptime, the age
 of their last heartbeat, progress, reported cost, warnings, and a note that
 explains the state (why it is quarantined, the crash-loop limit, a config
-error) or, when there is none, the agent's own STATUS text.`,
+error) or, when there is none, the agent's own STATUS text.
+
+--selector lists only the agents whose labels match (K=V[,K=V]: all must
+match). -q prints the ids alone, one a line, for scripts. --format wide
+adds the tokens, the restarts and the labels; --format json prints the
+API's objects (times that are not known are left out, never shown as a
+zero time). The note is cut at 60 characters unless --no-trunc.`,
+		Example: `  hermeskilld ps
+  hermeskilld ps --selector team=research --format wide
+  hermeskilld ps -q --selector team=research | xargs -n1 hermeskilld restart`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl := f.client()
+			format := f.format
+			if f.asJSON {
+				if format != "" && format != "json" {
+					return usageError("--json and --format %s: choose one", format)
+				}
+				format = "json"
+			}
+			switch format {
+			case "", "table", "wide", "json":
+			default:
+				return usageError("--format %q: table, wide or json", format)
+			}
+			if f.quiet && format != "" {
+				return usageError("-q prints ids alone: it takes no --format or --json")
+			}
+			for k := range f.selector {
+				if k == "" {
+					return usageError("--selector: an empty label name")
+				}
+			}
+			cl := f.ctl.client()
 			defer cl.Close()
 			agents, err := cl.List(c.Context())
 			if err != nil {
 				return ctlError(err, cl.Path())
 			}
-			if asJSON {
-				return writeJSONOut(c.OutOrStdout(), agents)
+			agents = slices.DeleteFunc(agents, func(a control.AgentInfo) bool { return !labelsMatch(a.Labels, f.selector) })
+			out := c.OutOrStdout()
+			switch {
+			case f.quiet:
+				for _, a := range agents {
+					fmt.Fprintln(out, display.Clean(a.ID))
+				}
+				return nil
+			case format == "json":
+				return writeJSONOut(out, nonNilList(agents))
 			}
-			printPS(c.OutOrStdout(), agents, time.Now())
+			printPS(out, agents, time.Now(), format == "wide", !f.noTrunc)
 			return nil
 		},
 	}
-	f.addTo(c)
-	c.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
+	f.ctl.addTo(c)
+	fl := c.Flags()
+	fl.BoolVar(&f.asJSON, "json", false, "print the list as JSON (as --format json)")
+	fl.StringVar(&f.format, "format", "", "wide (more columns) or json (default: the table)")
+	fl.StringToStringVar(&f.selector, "selector", nil, "only the agents with these labels (K=V[,K=V]: all must match)")
+	fl.Lookup("selector").DefValue = ""
+	fl.BoolVar(&f.noTrunc, "no-trunc", false, "do not cut the note")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print the agent ids alone")
+	_ = c.RegisterFlagCompletionFunc("selector", completeSelector(&f.ctl))
 	return c
 }
 
-func printPS(w io.Writer, agents []control.AgentInfo, now time.Time) {
+// labelsMatch: every label of the selector, with its value.
+func labelsMatch(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func printPS(w io.Writer, agents []control.AgentInfo, now time.Time, wide, trunc bool) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tSTATE\tPID\tUPTIME\tHEARTBEAT\tPROGRESS\tCOST\tWARN\tNOTE")
+	if wide {
+		fmt.Fprintln(tw, "ID\tSTATE\tPID\tUPTIME\tHEARTBEAT\tPROGRESS\tTOKENS\tCOST\tWARN\tRESTARTS\tLABELS\tNOTE")
+	} else {
+		fmt.Fprintln(tw, "ID\tSTATE\tPID\tUPTIME\tHEARTBEAT\tPROGRESS\tCOST\tWARN\tNOTE")
+	}
 	for _, a := range agents {
 		note := a.Note
 		if note == "" && a.Status != "" {
 			note = fmt.Sprintf("%q", a.Status)
 		}
+		note = display.Clean(note)
+		if trunc {
+			note = display.Cut(note, 60)
+		}
+		if wide {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\n",
+				display.Clean(a.ID), display.Clean(a.State), pidText(a.PID), uptime(a, now), ago(a.LastHeartbeatAt, now),
+				a.Progress, a.Tokens, cost(a.CostUSD), a.Warnings, a.Restarts, display.OrDash(display.Clean(labelsText(a.Labels))), note)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n",
 			display.Clean(a.ID), display.Clean(a.State), pidText(a.PID), uptime(a, now), ago(a.LastHeartbeatAt, now),
-			a.Progress, cost(a.CostUSD), a.Warnings, display.Cut(display.Clean(note), 60))
+			a.Progress, cost(a.CostUSD), a.Warnings, note)
 	}
 	tw.Flush()
 }
 
+// labelsText is k=v,k=v in key order.
+func labelsText(labels map[string]string) string {
+	var ls []string
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		ls = append(ls, k+"="+labels[k])
+	}
+	return strings.Join(ls, ",")
+}
+
+// statusOutputLines is how many lines of the agent's output status shows.
+const statusOutputLines = 10
+
 func newStatus() *cobra.Command {
 	f := &ctlFlags{}
 	var asJSON bool
+	var lines int
 	c := &cobra.Command{
 		Use:   "status ID",
 		Short: "Show everything the daemon knows about one agent",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show everything the daemon knows about one agent: its state and why, its
+run (pid, heartbeats, what it reported, its process tree), the checks and
+the ladder as they apply now, changes pending until the next start, recent
+symptoms, its quarantine, and last the final lines of its output
+(--lines N, 0 for none; ` + "`hermeskilld logs`" + ` prints more). --json prints the
+API's object, without the output.`,
+		Args:              exactlyOneID,
+		ValidArgsFunction: completeAgentIDs(f),
 		RunE: func(c *cobra.Command, args []string) error {
+			if lines < 0 {
+				return usageError("--lines %d: 0 or more", lines)
+			}
 			cl := f.client()
 			defer cl.Close()
 			st, err := cl.Status(c.Context(), args[0])
@@ -138,12 +238,34 @@ func newStatus() *cobra.Command {
 				return writeJSONOut(c.OutOrStdout(), st)
 			}
 			printStatus(c.OutOrStdout(), st, time.Now())
+			if lines > 0 {
+				printLastOutput(c.Context(), c.OutOrStdout(), cl, st.ID, lines)
+			}
 			return nil
 		},
 	}
 	f.addTo(c)
 	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	c.Flags().IntVar(&lines, "lines", statusOutputLines, "how many of the last lines of the agent's output to show")
 	return c
+}
+
+// printLastOutput ends status with the agent's last lines of output, each
+// made inert; it says so when there is none or it cannot be read.
+func printLastOutput(ctx context.Context, w io.Writer, cl *control.Client, id string, n int) {
+	var buf bytes.Buffer
+	err := cl.Logs(ctx, id, control.LogsRequest{Tail: n}, &buf)
+	fmt.Fprintf(w, "\nlast output (hermeskilld logs %s)\n", display.Clean(id))
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "  (not available: %s)\n", display.Clean(err.Error()))
+	case buf.Len() == 0:
+		fmt.Fprintln(w, "  (none)")
+	default:
+		for line := range strings.Lines(buf.String()) {
+			fmt.Fprintln(w, "  "+display.CleanKeepTabs(strings.TrimSuffix(line, "\n")))
+		}
+	}
 }
 
 func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {

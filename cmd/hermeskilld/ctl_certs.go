@@ -130,6 +130,7 @@ func (f *certsFlags) newLs() *cobra.Command {
 	}
 	c.Flags().StringVar(&agent, "agent", "", "only this agent's certificates")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
+	_ = c.RegisterFlagCompletionFunc("agent", completeAgentFlag(&f.ctl))
 	return c
 }
 

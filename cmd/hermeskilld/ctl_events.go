@@ -62,5 +62,6 @@ line.`,
 	f.addTo(c)
 	c.Flags().BoolVar(&asJSON, "json", false, "print each event as a JSON line")
 	c.Flags().StringVar(&agent, "agent", "", "only this agent's events")
+	_ = c.RegisterFlagCompletionFunc("agent", completeAgentFlag(f))
 	return c
 }

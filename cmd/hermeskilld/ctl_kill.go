@@ -21,6 +21,7 @@ type killFlags struct {
 	selector      map[string]string
 	startedBefore string
 	noWait        bool
+	asJSON        bool
 }
 
 func newKill() *cobra.Command {
@@ -51,7 +52,27 @@ once the kills have begun. Interrupting the wait does not stop the kills.`,
 	fl.Lookup("selector").DefValue = "" // not "[]" in --help
 	fl.StringVar(&f.startedBefore, "started-before", "", "kill the running agents started before TIME (RFC 3339, or a duration ago such as 2h)")
 	fl.BoolVar(&f.noWait, "no-wait", false, "return once the kills have begun")
+	fl.BoolVar(&f.asJSON, "json", false, "print the daemon's answer as JSON: one {id, reached, certificate, error} per agent")
+	c.ValidArgsFunction = completeAgentIDs(&f.ctl)
+	_ = c.RegisterFlagCompletionFunc("selector", completeSelector(&f.ctl))
 	return c
+}
+
+// jsonKills prints kill results as JSON; the status is exitFailure when
+// one failed, or (emptyFails) when none matched.
+func jsonKills(w io.Writer, res []control.KillResult, emptyFails bool) error {
+	if err := writeJSONOut(w, nonNilList(res)); err != nil {
+		return err
+	}
+	if emptyFails && len(res) == 0 {
+		return &exitError{code: exitFailure}
+	}
+	for _, r := range res {
+		if r.Error != "" {
+			return &exitError{code: exitFailure}
+		}
+	}
+	return nil
 }
 
 func (f *killFlags) run(c *cobra.Command, args []string) error {
@@ -86,6 +107,9 @@ func (f *killFlags) run(c *cobra.Command, args []string) error {
 	if err != nil {
 		return waitError(err, cl.Path())
 	}
+	if f.asJSON {
+		return jsonKills(c.OutOrStdout(), res, true)
+	}
 	if len(res) == 0 {
 		return &exitError{code: exitFailure, err: errors.New("no running agent matched; nothing was killed")}
 	}
@@ -115,6 +139,9 @@ unless --no-wait, and prints one line per agent, as kill does.`,
 			if err != nil {
 				return waitError(err, cl.Path())
 			}
+			if f.asJSON {
+				return jsonKills(c.OutOrStdout(), res, false)
+			}
 			err = printKills(c.OutOrStdout(), c.ErrOrStderr(), res, !f.noWait)
 			fmt.Fprintln(c.OutOrStdout(), "e-stop engaged: every agent stays down until `hermeskilld release --estop`")
 			return err
@@ -123,12 +150,13 @@ unless --no-wait, and prints one line per agent, as kill does.`,
 	f.ctl.addTo(c)
 	c.Flags().StringVar(&f.reason, "reason", "", "why (required): recorded in the certificates and the audit log")
 	c.Flags().BoolVar(&f.noWait, "no-wait", false, "return once the kills have begun")
+	c.Flags().BoolVar(&f.asJSON, "json", false, "print the daemon's answer as JSON: one {id, reached, certificate, error} per agent")
 	return c
 }
 
 func newRelease() *cobra.Command {
 	f := &ctlFlags{}
-	var estop bool
+	var estop, asJSON bool
 	c := &cobra.Command{
 		Use:   "release {ID | --estop}",
 		Short: "Let a quarantined agent, or every agent held by the e-stop, start again",
@@ -145,8 +173,12 @@ func newRelease() *cobra.Command {
 			}
 			cl := f.client()
 			defer cl.Close()
-			if err := cl.Release(c.Context(), req); err != nil {
+			res, err := cl.Release(c.Context(), req)
+			if err != nil {
 				return ctlError(err, cl.Path())
+			}
+			if asJSON {
+				return writeJSONOut(c.OutOrStdout(), res)
 			}
 			if estop {
 				fmt.Fprintln(c.OutOrStdout(), "e-stop released; agents start again")
@@ -158,6 +190,8 @@ func newRelease() *cobra.Command {
 	}
 	f.addTo(c)
 	c.Flags().BoolVar(&estop, "estop", false, "release the e-stop: every agent it holds starts again")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the daemon's answer as JSON: {id, state} or {estop}")
+	c.ValidArgsFunction = completeAgentIDs(f)
 	return c
 }
 

@@ -71,6 +71,8 @@ but blocks no new start. Rules survive daemon restarts and reboots.`,
 	fl.StringToStringVar(&f.selector, "selector", nil, "the agents with these labels (K=V[,K=V]: all must match)")
 	fl.Lookup("selector").DefValue = ""
 	fl.StringVar(&f.startedBefore, "started-before", "", "the running agents started before TIME (RFC 3339, or a duration ago such as 2h)")
+	c.ValidArgsFunction = completeAgentIDs(&f.ctl)
+	_ = c.RegisterFlagCompletionFunc("selector", completeSelector(&f.ctl))
 	return c
 }
 

@@ -82,7 +82,8 @@ Run one agent in the foreground:
 
 Run many as a service and operate them:
   hermeskilld daemon --config /etc/hermeskill/hermeskilld.yaml
-  hermeskilld ps | status ID | kill ID --reason TEXT | estop --reason TEXT`,
+  hermeskilld ps | status ID | logs -f ID | stop ID | start ID | restart ID
+  hermeskilld kill ID --reason TEXT | estop --reason TEXT`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       versionString(),
@@ -93,8 +94,10 @@ Run many as a service and operate them:
 		return usageError("%v\nRun '%s --help' for usage.", err, c.CommandPath())
 	})
 	root.AddCommand(newSupervise(), newDaemon(),
-		newPS(), newStatus(), newKill(), newEstop(), newRelease(), newRevoke(), newRevocations(), newEvents(), newCerts(),
+		newPS(), newStatus(), newLogs(), newStop(), newStart(), newRestart(), newKill(), newEstop(), newRelease(),
+		newRevoke(), newRevocations(), newEvents(), newCerts(),
 		newCalibrate(), newAudit(), newKeygen(), newCheckConfig(), newVersion())
+	registerCompletions(root)
 	return root
 }
 

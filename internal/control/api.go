@@ -9,8 +9,9 @@
 // operations.md describes them.
 //
 // Authorisation: root and members of the operators group may
-// change things (kill, estop, release); members of the read group, and the
-// operators, may read (list, status, certificates, events); everyone else
+// change things (kill, estop, release, stop, start, restart, revoke);
+// members of the read group, and the operators, may read (list, status,
+// certificates, events, agents' output logs); everyone else
 // gets 403. Every changing request is passed to the Backend's audit hook
 // with the caller's uid before it is acted on.
 package control
@@ -18,6 +19,7 @@ package control
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 )
 
@@ -107,7 +109,7 @@ type RunStatus struct {
 	PID         int       `json:"pid"`
 	Containment string    `json:"containment"` // cgroup or pgroup
 	Mode        string    `json:"mode"`        // enforce or shadow
-	StartedAt   time.Time `json:"started_at"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
 	Socket      string    `json:"socket"`
 	// Agent is what the agent reported about itself.
 	Agent AgentReport `json:"agent"`
@@ -244,6 +246,71 @@ type ReleaseRequest struct {
 	Operator string `json:"operator,omitempty"`
 }
 
+// StopRequest stops one running agent through the escalation ladder as an
+// operator's stop: unlike a kill it does not quarantine the agent; its
+// restart policy then decides, as after any other exit. Reason is
+// optional (the certificate says "stopped by the operator" without one).
+type StopRequest struct {
+	ID       string `json:"id"`
+	Reason   string `json:"reason,omitempty"`
+	Operator string `json:"operator,omitempty"`
+	// Wait: return once the run has ended and its certificate is written,
+	// instead of once the ladder has begun.
+	Wait bool `json:"wait"`
+}
+
+// StartRequest starts an agent that is down by itself: exited (its
+// policy does not restart it), stopped, failed (crash loop), or waiting
+// out a restart backoff. An agent held down (quarantine, e-stop,
+// revocation) is released instead; a running one is left alone.
+type StartRequest struct {
+	ID       string `json:"id"`
+	Operator string `json:"operator,omitempty"`
+}
+
+// RestartRequest stops a running agent through the ladder, as StopRequest
+// does, then starts it again at once, whatever its restart policy; an
+// agent that is down is started.
+type RestartRequest struct {
+	ID       string `json:"id"`
+	Reason   string `json:"reason,omitempty"`
+	Operator string `json:"operator,omitempty"`
+}
+
+// ActionResult is the outcome of a stop, start or restart of one agent.
+type ActionResult struct {
+	ID string `json:"id"`
+	// Stopped: a run was stopped through the ladder; Reached and
+	// Certificate describe it once it was waited for.
+	Stopped     bool   `json:"stopped,omitempty"`
+	Reached     string `json:"reached,omitempty"`
+	Certificate string `json:"certificate,omitempty"`
+	// State is the agent's state when the answer was sent; PID and
+	// StartedAt are the new run's after a start.
+	State     string    `json:"state"`
+	PID       int       `json:"pid,omitempty"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+	Note      string    `json:"note,omitempty"`
+}
+
+// ReleaseResult is the answer to a release: the agent's state right
+// after it (an agent released starts as soon as nothing else holds it).
+type ReleaseResult struct {
+	ID    string `json:"id,omitempty"`
+	Estop bool   `json:"estop,omitempty"`
+	State string `json:"state,omitempty"`
+}
+
+// LogsRequest reads an agent's output log (state_dir/logs/ID.log and its
+// rotated files).
+type LogsRequest struct {
+	// Tail: the last Tail lines only; negative means everything kept.
+	Tail int
+	// Follow: after them, go on with what the agent writes, across
+	// rotations, until the request ends.
+	Follow bool
+}
+
 // CertSummary is one row of `hermeskilld certs ls`.
 type CertSummary struct {
 	CertID       string    `json:"cert_id"`
@@ -292,6 +359,15 @@ type Backend interface {
 	Kill(ctx context.Context, req KillRequest) ([]KillResult, error)
 	Estop(ctx context.Context, req EstopRequest) ([]KillResult, error)
 	Release(req ReleaseRequest) error
+	// Stop, Start and Restart act on one agent; an agent that is not
+	// known is ErrNotFound, one in the wrong state ErrConflict.
+	Stop(ctx context.Context, req StopRequest) (ActionResult, error)
+	Start(ctx context.Context, req StartRequest) (ActionResult, error)
+	Restart(ctx context.Context, req RestartRequest) (ActionResult, error)
+	// Logs returns the agent's output log from req.Tail lines before its
+	// end; with req.Follow, Read blocks for more until ctx ends (then it
+	// returns io.EOF). The caller closes it.
+	Logs(ctx context.Context, id string, req LogsRequest) (io.ReadCloser, error)
 	Revoke(ctx context.Context, req RevokeRequest) (RevokeResult, error)
 	Revocations() []Revocation
 	Lift(req LiftRequest) error

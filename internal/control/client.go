@@ -140,8 +140,84 @@ func (c *Client) Estop(ctx context.Context, req EstopRequest) ([]KillResult, err
 }
 
 // Release is POST /v1/release.
-func (c *Client) Release(ctx context.Context, req ReleaseRequest) error {
-	return c.do(ctx, http.MethodPost, "/v1/release", req, nil)
+func (c *Client) Release(ctx context.Context, req ReleaseRequest) (ReleaseResult, error) {
+	var v ReleaseResult
+	return v, c.do(ctx, http.MethodPost, "/v1/release", req, &v)
+}
+
+// Stop is POST /v1/stop. With req.Wait it returns once the run has
+// ended; cancelling ctx stops the waiting, not the stop.
+func (c *Client) Stop(ctx context.Context, req StopRequest) (ActionResult, error) {
+	var v ActionResult
+	return v, c.do(ctx, http.MethodPost, "/v1/stop", req, &v)
+}
+
+// Start is POST /v1/start: it returns once the agent has started (or
+// failed to).
+func (c *Client) Start(ctx context.Context, req StartRequest) (ActionResult, error) {
+	var v ActionResult
+	return v, c.do(ctx, http.MethodPost, "/v1/start", req, &v)
+}
+
+// Restart is POST /v1/restart: it returns once the agent has started again.
+func (c *Client) Restart(ctx context.Context, req RestartRequest) (ActionResult, error) {
+	var v ActionResult
+	return v, c.do(ctx, http.MethodPost, "/v1/restart", req, &v)
+}
+
+// Logs is GET /v1/agents/{id}/logs: it copies the agent's output to w,
+// as it is. Without req.Follow it returns nil at the end of the log;
+// with it, it returns when ctx ends (ctx.Err()) or the daemon ends the
+// stream (an error matching io.EOF). An error writing to w ends it too.
+func (c *Client) Logs(ctx context.Context, id string, req LogsRequest, w io.Writer) error {
+	q := url.Values{}
+	if req.Tail >= 0 {
+		q.Set("tail", strconv.Itoa(req.Tail))
+	}
+	if req.Follow {
+		q.Set("follow", "true")
+	}
+	p := "/v1/agents/" + url.PathEscape(id) + "/logs"
+	if len(q) > 0 {
+		p += "?" + q.Encode()
+	}
+	resp, err := c.send(ctx, http.MethodGet, p, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(writerOnly{w}, resp.Body)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	var we *sinkError
+	if errors.As(err, &we) {
+		return we.err
+	}
+	if err != nil {
+		return fmt.Errorf("log of %s: %w", id, err)
+	}
+	if req.Follow {
+		return fmt.Errorf("log of %s: the daemon closed the stream: %w", id, io.EOF)
+	}
+	return nil
+}
+
+// writerOnly hides a writer's ReadFrom (io.Copy then reads in its own
+// buffer) and marks its errors, so that Logs tells them from the
+// connection's.
+type writerOnly struct{ w io.Writer }
+
+type sinkError struct{ err error }
+
+func (e *sinkError) Error() string { return e.err.Error() }
+
+func (w writerOnly) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if err != nil {
+		return n, &sinkError{err}
+	}
+	return n, nil
 }
 
 // Revoke is POST /v1/revoke.

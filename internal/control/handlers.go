@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,8 +91,148 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request, c Caller) error
 	if err := s.b.Release(req); err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
+	res := ReleaseResult{ID: req.ID, Estop: req.Estop}
+	if req.ID != "" {
+		if st, err := s.b.Status(req.ID); err == nil {
+			res.State = st.State
+		}
+	}
+	return writeJSON(w, res)
+}
+
+// stop, start and restart act on one agent, named in the body.
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request, c Caller) error {
+	var req StopRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkAgentAction(req.ID, req.Reason); err != nil {
+		return err
+	}
+	req.Operator = c.Name
+	s.b.AuditRequest(c, r.Method, r.URL.Path, req)
+	s.log.Info("stop requested", zap.String("caller", c.Name), zap.Int("pid", c.PID), zap.String("id", req.ID),
+		zap.String("reason", req.Reason), zap.Bool("wait", req.Wait))
+	res, err := s.b.Stop(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, res)
+}
+
+func (s *Server) start(w http.ResponseWriter, r *http.Request, c Caller) error {
+	var req StartRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkAgentAction(req.ID, ""); err != nil {
+		return err
+	}
+	req.Operator = c.Name
+	s.b.AuditRequest(c, r.Method, r.URL.Path, req)
+	s.log.Info("start requested", zap.String("caller", c.Name), zap.Int("pid", c.PID), zap.String("id", req.ID))
+	res, err := s.b.Start(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, res)
+}
+
+func (s *Server) restart(w http.ResponseWriter, r *http.Request, c Caller) error {
+	var req RestartRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkAgentAction(req.ID, req.Reason); err != nil {
+		return err
+	}
+	req.Operator = c.Name
+	s.b.AuditRequest(c, r.Method, r.URL.Path, req)
+	s.log.Info("restart requested", zap.String("caller", c.Name), zap.Int("pid", c.PID), zap.String("id", req.ID),
+		zap.String("reason", req.Reason))
+	res, err := s.b.Restart(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, res)
+}
+
+// checkAgentAction: an agent id is required; a reason is optional but
+// bounded.
+func checkAgentAction(id, reason string) error {
+	if id == "" {
+		return fmt.Errorf("%w: name the agent (id)", ErrBadInput)
+	}
+	if len(reason) > maxReason {
+		return fmt.Errorf("%w: the reason is %d bytes, at most %d", ErrBadInput, len(reason), maxReason)
+	}
 	return nil
+}
+
+// logs streams an agent's output log as it is (bytes, not JSON): the
+// last ?tail=N lines (default: everything kept), and with ?follow=true
+// what the agent writes from then on, until the client goes away or the
+// server closes. A follower that stops reading is dropped after
+// eventWriteTimeout, as an event subscriber is.
+func (s *Server) logs(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	req, err := logsQuery(r)
+	if err != nil {
+		return err
+	}
+	rd, err := s.b.Logs(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	buf := make([]byte, 32<<10)
+	for {
+		n, rerr := rd.Read(buf)
+		if n > 0 {
+			rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout)) //nolint:errcheck // best effort
+			if _, err := w.Write(buf[:n]); err != nil {
+				s.log.Debug("log reader gone", zap.Error(err))
+				return nil
+			}
+			if req.Follow {
+				if err := rc.Flush(); err != nil {
+					return nil
+				}
+			}
+		}
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) {
+				s.log.Warn("reading an agent's log", zap.String("agent", r.PathValue("id")), zap.Error(rerr))
+			}
+			return nil
+		}
+	}
+}
+
+// logsQuery reads ?tail= (a count, or "all") and ?follow= (a boolean).
+func logsQuery(r *http.Request) (LogsRequest, error) {
+	q := r.URL.Query()
+	req := LogsRequest{Tail: -1}
+	if t := q.Get("tail"); t != "" && t != "all" {
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 0 {
+			return req, fmt.Errorf("%w: tail=%q: a number of lines, or all", ErrBadInput, t)
+		}
+		req.Tail = n
+	}
+	if f := q.Get("follow"); f != "" {
+		b, err := strconv.ParseBool(f)
+		if err != nil {
+			return req, fmt.Errorf("%w: follow=%q: true or false", ErrBadInput, f)
+		}
+		req.Follow = b
+	}
+	return req, nil
 }
 
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request, c Caller) error {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,6 +56,12 @@ func helper(op, socket string) int {
 		var res []control.KillResult
 		res, err = c.Kill(ctx, control.KillRequest{ID: "alpha", Reason: "test", Wait: true})
 		r.N = len(res)
+	case "logs":
+		var b strings.Builder
+		err = c.Logs(ctx, "alpha", control.LogsRequest{Tail: -1}, &b)
+		r.N = len(b.String())
+	case "stop":
+		_, err = c.Stop(ctx, control.StopRequest{ID: "alpha", Wait: true})
 	default:
 		err = fmt.Errorf("unknown helper op %q", op)
 	}

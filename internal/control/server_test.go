@@ -96,10 +96,14 @@ func TestKillEstopRelease(t *testing.T) {
 	assert.NotNil(t, res)
 	assert.Empty(t, res)
 
-	require.NoError(t, c.Release(ctx, control.ReleaseRequest{ID: "alpha"}))
+	rel, err := c.Release(ctx, control.ReleaseRequest{ID: "alpha"})
+	require.NoError(t, err)
+	assert.Equal(t, control.ReleaseResult{ID: "alpha", State: control.StateRunning}, rel, "the state right after the release")
 	assert.Equal(t, control.StateRunning, b.Agent("alpha").State)
-	require.ErrorIs(t, c.Release(ctx, control.ReleaseRequest{ID: "alpha"}), control.ErrConflict)
-	require.ErrorIs(t, c.Release(ctx, control.ReleaseRequest{ID: "nope"}), control.ErrNotFound)
+	_, err = c.Release(ctx, control.ReleaseRequest{ID: "alpha"})
+	require.ErrorIs(t, err, control.ErrConflict)
+	_, err = c.Release(ctx, control.ReleaseRequest{ID: "nope"})
+	require.ErrorIs(t, err, control.ErrNotFound)
 
 	res, err = c.Estop(ctx, control.EstopRequest{Reason: "incident 42", Wait: true})
 	require.NoError(t, err)
@@ -107,7 +111,9 @@ func TestKillEstopRelease(t *testing.T) {
 	info, err := c.Info(ctx)
 	require.NoError(t, err)
 	assert.True(t, info.Estopped)
-	require.NoError(t, c.Release(ctx, control.ReleaseRequest{Estop: true}))
+	rel, err = c.Release(ctx, control.ReleaseRequest{Estop: true})
+	require.NoError(t, err)
+	assert.Equal(t, control.ReleaseResult{Estop: true}, rel)
 	assert.Equal(t, control.StateRunning, b.Agent("alpha").State)
 }
 
@@ -134,8 +140,10 @@ func TestBadRequests(t *testing.T) {
 	_, err := c.Estop(ctx, control.EstopRequest{})
 	require.ErrorIs(t, err, control.ErrBadInput)
 	assert.Contains(t, err.Error(), "reason is required")
-	require.ErrorIs(t, c.Release(ctx, control.ReleaseRequest{}), control.ErrBadInput)
-	require.ErrorIs(t, c.Release(ctx, control.ReleaseRequest{ID: "gamma", Estop: true}), control.ErrBadInput)
+	_, err = c.Release(ctx, control.ReleaseRequest{})
+	require.ErrorIs(t, err, control.ErrBadInput)
+	_, err = c.Release(ctx, control.ReleaseRequest{ID: "gamma", Estop: true})
+	require.ErrorIs(t, err, control.ErrBadInput)
 
 	assert.Empty(t, b.Calls(), "nothing invalid is audited or acted on")
 	assert.Equal(t, control.StateRunning, b.Agent("alpha").State)
@@ -185,7 +193,8 @@ func TestAuditBeforeAct(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Estop(ctx, control.EstopRequest{Reason: "r2"})
 	require.NoError(t, err)
-	require.NoError(t, c.Release(ctx, control.ReleaseRequest{Estop: true}))
+	_, err = c.Release(ctx, control.ReleaseRequest{Estop: true})
+	require.NoError(t, err)
 
 	assert.Equal(t, []string{
 		"audit POST /v1/kill", "kill",

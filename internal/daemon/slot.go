@@ -49,6 +49,8 @@ type slot struct {
 	waiters   []chan control.KillResult
 	killedBy  *control.Quarantine // a manual kill in flight
 	revoking  bool                // that kill is a standing revocation's
+	stopBy    *operatorStop       // an operator's stop or restart in flight
+	starters  []chan startOutcome // operators waiting for the next start
 	logw      io.Closer           // the run's output log
 }
 
@@ -146,6 +148,7 @@ func (s *slot) start() agentRun {
 	r, err := s.d.starter(s, a)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.notifyStartersLocked(r, err)
 	if err != nil {
 		s.lastExit = "failed to start: " + err.Error()
 		s.log.Error("agent failed to start", zap.Error(err))
@@ -175,14 +178,19 @@ func (s *slot) ended(out supervisor.Outcome) {
 	}
 	manual := s.killedBy
 	s.killedBy = nil
+	stop := s.stopBy
+	s.stopBy = nil
 	defer func() { s.revoking = false }()
 	note := s.lastExit
+	restarting := false
 	switch {
 	case s.removed || s.shutdown:
 	case s.d.estopped():
 		note = "stopped by the e-stop"
 	case s.revoking && s.heldByRuleLocked():
 		note = "revoked: " + manual.Reason // the rule keeps it down, not a quarantine
+	case stop != nil && manual == nil && stop.endedRun(out):
+		note, restarting = s.afterStopLocked(a, out, ran, stop)
 	case out.Killed && (manual != nil || a.AfterKill == config.AfterKillQuarantine):
 		q := control.Quarantine{Reason: quarantineReason(out), Operator: ""}
 		if manual != nil {
@@ -208,6 +216,9 @@ func (s *slot) ended(out supervisor.Outcome) {
 		w <- res
 	}
 	s.waiters = nil
+	if !restarting {
+		s.notifyStartersLocked(nil, fmt.Errorf("%w: not started again: %s", control.ErrConflict, note))
+	}
 	state, _ := s.stateLocked()
 	s.mu.Unlock()
 	s.d.publishState(s.id, state, note)

@@ -9,8 +9,10 @@
 package controltest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"sync"
@@ -40,6 +42,8 @@ type Backend struct {
 	nextSub  int
 	estopped bool
 	revoked  []control.Revocation
+	logs     map[string][]byte // agent id -> its output
+	nextPID  int
 
 	// KillHook, when set, replaces the fake's kill (after the fake has
 	// recorded the call).
@@ -58,6 +62,8 @@ func New(info control.DaemonInfo, agents ...control.AgentStatus) *Backend {
 		agents:       map[string]*control.AgentStatus{},
 		files:        map[string][]byte{},
 		subs:         map[int]chan control.Event{},
+		logs:         map[string][]byte{},
+		nextPID:      9000,
 		subscribed:   make(chan struct{}, 64),
 		unsubscribed: make(chan struct{}, 64),
 	}
@@ -65,6 +71,13 @@ func New(info control.DaemonInfo, agents ...control.AgentStatus) *Backend {
 		b.agents[a.ID] = &a
 	}
 	return b
+}
+
+// AddAgent adds (or replaces) an agent.
+func (b *Backend) AddAgent(a control.AgentStatus) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.agents[a.ID] = &a
 }
 
 // AddCert adds a certificate: its summary and its file.
@@ -83,7 +96,7 @@ func (b *Backend) Audits() []Audit {
 }
 
 // Calls returns the calls that change something, in order: "audit METHOD
-// PATH", "kill", "estop", "release".
+// PATH", "kill", "estop", "release", "stop", "start", "restart".
 func (b *Backend) Calls() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -337,3 +350,128 @@ func (b *Backend) AuditRequest(c control.Caller, method, path string, body any) 
 	b.audits = append(b.audits, Audit{Caller: c, Method: method, Path: path, Body: body})
 	b.calls = append(b.calls, "audit "+method+" "+path)
 }
+
+// Stop makes a running agent exited (Reached "sigterm" and a certificate
+// when req.Wait); any other state is a conflict.
+func (b *Backend) Stop(_ context.Context, req control.StopRequest) (control.ActionResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, "stop")
+	a, ok := b.agents[req.ID]
+	if !ok {
+		return control.ActionResult{}, fmt.Errorf("%w: %s", control.ErrNotFound, req.ID)
+	}
+	if a.State != control.StateRunning {
+		return control.ActionResult{}, fmt.Errorf("%w: agent %s is not running (%s)", control.ErrConflict, req.ID, a.State)
+	}
+	a.State, a.PID, a.StartedAt = control.StateExited, 0, time.Time{}
+	a.Note = "stopped by " + req.Operator
+	res := control.ActionResult{ID: req.ID, Stopped: true, State: a.State, Note: a.Note}
+	if req.Wait {
+		res.Reached, res.Certificate = "sigterm", "/certs/"+req.ID+".json"
+	}
+	return res, nil
+}
+
+// Start makes an exited or failed agent running with a new pid.
+func (b *Backend) Start(_ context.Context, req control.StartRequest) (control.ActionResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, "start")
+	a, ok := b.agents[req.ID]
+	if !ok {
+		return control.ActionResult{}, fmt.Errorf("%w: %s", control.ErrNotFound, req.ID)
+	}
+	switch a.State {
+	case control.StateExited, control.StateFailed, control.StateBackoff:
+	case control.StateRunning:
+		return control.ActionResult{}, fmt.Errorf("%w: agent %s is already running (pid %d)", control.ErrConflict, req.ID, a.PID)
+	default:
+		return control.ActionResult{}, fmt.Errorf("%w: agent %s cannot start: it is %s", control.ErrConflict, req.ID, a.State)
+	}
+	return b.startLocked(a), nil
+}
+
+// Restart gives a running or exited agent a new pid.
+func (b *Backend) Restart(_ context.Context, req control.RestartRequest) (control.ActionResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, "restart")
+	a, ok := b.agents[req.ID]
+	if !ok {
+		return control.ActionResult{}, fmt.Errorf("%w: %s", control.ErrNotFound, req.ID)
+	}
+	switch a.State {
+	case control.StateRunning:
+		res := b.startLocked(a)
+		res.Stopped, res.Reached, res.Certificate = true, "sigterm", "/certs/"+req.ID+".json"
+		return res, nil
+	case control.StateExited, control.StateFailed, control.StateBackoff:
+		return b.startLocked(a), nil
+	}
+	return control.ActionResult{}, fmt.Errorf("%w: agent %s cannot start: it is %s", control.ErrConflict, req.ID, a.State)
+}
+
+func (b *Backend) startLocked(a *control.AgentStatus) control.ActionResult {
+	b.nextPID++
+	a.State, a.PID, a.StartedAt, a.Note = control.StateRunning, b.nextPID, time.Now().UTC(), ""
+	return control.ActionResult{ID: a.ID, State: a.State, PID: a.PID, StartedAt: a.StartedAt}
+}
+
+// AppendLog adds output to an agent's log (followers see it).
+func (b *Backend) AppendLog(id string, data []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.logs[id] = append(b.logs[id], data...)
+}
+
+// Logs serves what AppendLog added: the last req.Tail lines, then, when
+// following, what is appended until ctx ends. An agent without output
+// has an empty log; an id that is no agent is not found.
+func (b *Backend) Logs(ctx context.Context, id string, req control.LogsRequest) (io.ReadCloser, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.agents[id]; !ok {
+		return nil, fmt.Errorf("%w: %s", control.ErrNotFound, id)
+	}
+	data := b.logs[id]
+	start := 0
+	if req.Tail >= 0 {
+		start = len(data)
+		for n := 0; n < req.Tail && start > 0; n++ {
+			start = bytes.LastIndexByte(data[:start-1], '\n') + 1
+		}
+	}
+	return &fakeLog{b: b, id: id, ctx: ctx, off: start, follow: req.Follow}, nil
+}
+
+type fakeLog struct {
+	b      *Backend
+	id     string
+	ctx    context.Context
+	off    int
+	follow bool
+}
+
+func (l *fakeLog) Read(p []byte) (int, error) {
+	for {
+		l.b.mu.Lock()
+		data := l.b.logs[l.id]
+		l.b.mu.Unlock()
+		if l.off < len(data) {
+			n := copy(p, data[l.off:])
+			l.off += n
+			return n, nil
+		}
+		if !l.follow {
+			return 0, io.EOF
+		}
+		select {
+		case <-l.ctx.Done():
+			return 0, io.EOF
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (l *fakeLog) Close() error { return nil }

@@ -1,0 +1,282 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/rotlog"
+)
+
+// logPoll is how often a follower looks for more output, and for a
+// rotation, once it has read everything.
+var logPoll = 100 * time.Millisecond
+
+// Logs is GET /v1/agents/{id}/logs: the agent's output as the daemon
+// wrote it to state_dir/logs/ID.log (rotated by rotlog into ID.log.1,
+// ID.log.2, …), from req.Tail lines before the end (negative: everything
+// kept, oldest rotated file first). With req.Follow the reader then goes
+// on with what is written, following the file across rotations, until
+// ctx ends. An agent with no log yet has an empty one (a follower waits
+// for it); an id that is neither an agent nor a log is ErrNotFound.
+func (d *Daemon) Logs(ctx context.Context, id string, req control.LogsRequest) (io.ReadCloser, error) {
+	if id == "" || id != filepath.Base(id) || strings.HasPrefix(id, ".") {
+		return nil, fmt.Errorf("%w: agent id %q", control.ErrBadInput, id)
+	}
+	path := filepath.Join(d.logsDir, id+".log")
+	d.mu.Lock()
+	_, known := d.slots[id]
+	d.mu.Unlock()
+	if !known {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("%w: %s (no agent and no log by that id)", control.ErrNotFound, id)
+		}
+	}
+	return openLog(ctx, path, req)
+}
+
+// logReader reads the tail of a rotated log, then (following) the live
+// file across rotations.
+type logReader struct {
+	ctx    context.Context
+	path   string
+	follow bool
+
+	head  io.Reader  // what was there when it was opened, up to cur's offset
+	older []*os.File // rotated files opened for head, closed at Close
+	cur   *os.File   // the live file (nil: not created yet)
+	// draining: cur has been rotated away; read it to its end, then the
+	// files rotated after it, then the new live file.
+	draining bool
+}
+
+func openLog(ctx context.Context, path string, req control.LogsRequest) (*logReader, error) {
+	lr := &logReader{ctx: ctx, path: path, follow: req.Follow}
+	cur, err := os.Open(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		cur = nil
+	case err != nil:
+		return nil, err
+	}
+	lr.cur = cur
+	var parts []io.Reader // newest first, reversed below
+	want := req.Tail
+	if cur != nil {
+		fi, err := cur.Stat()
+		if err != nil {
+			cur.Close()
+			return nil, err
+		}
+		off, lines, err := tailStart(cur, fi.Size(), want)
+		if err != nil {
+			cur.Close()
+			return nil, err
+		}
+		if _, err := cur.Seek(off, io.SeekStart); err != nil {
+			cur.Close()
+			return nil, err
+		}
+		if want >= 0 {
+			want -= lines
+		}
+	}
+	if want != 0 {
+		for _, name := range rotatedLogs(path) {
+			f, err := os.Open(name)
+			if err != nil {
+				continue // rotated away meanwhile
+			}
+			lr.older = append(lr.older, f)
+			fi, err := f.Stat()
+			if err != nil {
+				continue
+			}
+			off, lines, err := tailStart(f, fi.Size(), want)
+			if err != nil {
+				continue
+			}
+			parts = append(parts, io.NewSectionReader(f, off, fi.Size()-off))
+			if want > 0 {
+				want -= lines
+				if want <= 0 {
+					break
+				}
+			}
+		}
+	}
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	lr.head = io.MultiReader(parts...)
+	return lr, nil
+}
+
+// rotatedLogs are path's rotated files, newest (path.1) first.
+func rotatedLogs(path string) []string {
+	matches, _ := filepath.Glob(path + ".*")
+	type numbered struct {
+		n    int
+		name string
+	}
+	var out []numbered
+	for _, m := range matches {
+		n, err := strconv.Atoi(strings.TrimPrefix(m, path+"."))
+		if err == nil && n >= 1 && rotlog.Name(path, n) == m {
+			out = append(out, numbered{n, m})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
+	names := make([]string, len(out))
+	for i, o := range out {
+		names[i] = o.name
+	}
+	return names
+}
+
+// tailStart is the offset where the last n lines of a file of size bytes
+// begin, and how many lines it holds from there (fewer than n when the
+// whole file has fewer: then the offset is 0). A last line without its
+// newline counts. n < 0 means the whole file.
+func tailStart(f io.ReaderAt, size int64, n int) (int64, int, error) {
+	if size == 0 {
+		return 0, 0, nil
+	}
+	if n < 0 {
+		return 0, 0, nil
+	}
+	if n == 0 {
+		return size, 0, nil
+	}
+	buf := make([]byte, 32<<10)
+	found := 0 // newlines before the last line's end
+	for pos := size; pos > 0; {
+		k := min(int64(len(buf)), pos)
+		pos -= k
+		if _, err := f.ReadAt(buf[:k], pos); err != nil && !errors.Is(err, io.EOF) {
+			return 0, 0, err
+		}
+		for i := k - 1; i >= 0; i-- {
+			if buf[i] != '\n' || pos+i == size-1 {
+				continue
+			}
+			found++
+			if found == n {
+				return pos + i + 1, n, nil
+			}
+		}
+	}
+	return 0, found + 1, nil
+}
+
+// Read implements io.Reader: the head, then the live file; following, it
+// waits for more (polling every logPoll) until ctx ends, then io.EOF.
+func (lr *logReader) Read(p []byte) (int, error) {
+	for {
+		if lr.head != nil {
+			n, err := lr.head.Read(p)
+			if n > 0 {
+				return n, nil
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return 0, err
+			}
+			lr.head = nil
+			for _, f := range lr.older {
+				f.Close()
+			}
+			lr.older = nil
+		}
+		if lr.cur != nil {
+			n, err := lr.cur.Read(p)
+			if n > 0 {
+				return n, nil
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return 0, err
+			}
+		}
+		if !lr.follow || lr.ctx.Err() != nil {
+			return 0, io.EOF
+		}
+		if lr.switchFile() {
+			continue
+		}
+		select {
+		case <-lr.ctx.Done():
+			return 0, io.EOF
+		case <-time.After(logPoll):
+		}
+	}
+}
+
+// switchFile, at the end of cur, moves on when cur was rotated away: what
+// was written to it after the last read, the files rotated after it
+// (when more than one rotation happened since the last look), then the
+// new live file. It reports whether there is something new to read.
+func (lr *logReader) switchFile() bool {
+	live, err := os.Stat(lr.path)
+	if err != nil {
+		return false // rotated, the new one not created yet (or never created)
+	}
+	if lr.cur == nil {
+		f, err := os.Open(lr.path)
+		if err != nil {
+			return false
+		}
+		lr.cur = f
+		return true
+	}
+	fi, err := lr.cur.Stat()
+	if err != nil || os.SameFile(fi, live) {
+		return false
+	}
+	// cur is now path.k (or gone, past keep): the rest of cur, then
+	// path.k-1 … path.1 whole, then the live file.
+	var between []io.Reader
+	var opened []*os.File
+	for _, name := range rotatedLogs(lr.path) {
+		rfi, err := os.Stat(name)
+		if err != nil {
+			continue
+		}
+		if os.SameFile(rfi, fi) {
+			break
+		}
+		f, err := os.Open(name)
+		if err != nil {
+			continue
+		}
+		opened = append(opened, f)
+		between = append([]io.Reader{f}, between...)
+	}
+	lr.head = io.MultiReader(append([]io.Reader{lr.cur}, between...)...)
+	lr.older = append(opened, lr.cur)
+	lr.cur = nil
+	if f, err := os.Open(lr.path); err == nil {
+		lr.cur = f
+	}
+	return true
+}
+
+// Close closes the files.
+func (lr *logReader) Close() error {
+	for _, f := range lr.older {
+		f.Close()
+	}
+	lr.older = nil
+	if lr.cur != nil {
+		lr.cur.Close()
+		lr.cur = nil
+	}
+	return nil
+}
