@@ -23,7 +23,7 @@ DEB           = $(DIST)/hermeskilld_$(DEB_VERSION)-$(DEB_REVISION)_$(DEB_ARCH).d
 # rebuild of the same commit gives the same files.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 
-.PHONY: build test test-go test-python test-install soak demo bench lint install deb clean
+.PHONY: build test test-go test-python test-install soak demo bench bench-compare lint install deb clean
 
 build:
 	CGO_ENABLED=$(CGO) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermeskilld
@@ -37,8 +37,13 @@ test: test-go test-python test-install
 # never dependencies of hermeskilld): its tests run `hermeskilld supervise`
 # with agents on openai-go and anthropic-sdk-go against a fake provider on
 # loopback. Besides loopback they need only the Go module proxy, once.
+#
+# The alert rules' tests (internal/metrics) run promtool: under CI (CI set;
+# .ci/run installs the Debian package prometheus, which ships it) they fail
+# without it, elsewhere they are skipped, saying so.
+HK_REQUIRE_PROMTOOL ?= $(if $(CI),1)
 test-go:
-	$(GO) test -race -count=1 -timeout 15m ./...
+	HK_REQUIRE_PROMTOOL=$(HK_REQUIRE_PROMTOOL) $(GO) test -race -count=1 -timeout 15m ./...
 	cd internal/gateway/sdktest && $(GO) test -race -count=1 -timeout 5m ./...
 
 # The long loops of the guarantees (make test runs a short loop of each):
@@ -77,6 +82,16 @@ demo: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	./scripts/bench-supervise.sh
+
+# hermeskilld side by side with tini, dumb-init, coreutils timeout and the
+# harness's own floors, every comparison interleaved; one markdown table
+# (internal/benchcompare, docs/benchmarks.md). ~5 minutes on 2 cores;
+# BENCH_FLAGS=-quick for a short run, -n 10000, -rows 1,2, … (-help).
+# Installs tini and dumb-init with apt-get when absent (as root).
+bench-compare:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	CGO_ENABLED=$(CGO) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$tmp/hermeskilld ./cmd/hermeskilld && \
+	$(GO) run ./internal/benchcompare -hk $$tmp/hermeskilld $(BENCH_FLAGS)
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

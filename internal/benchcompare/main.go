@@ -1,0 +1,262 @@
+// Command benchcompare (make bench-compare) measures hermeskilld side by
+// side with its peers and its floors — tini, dumb-init, coreutils
+// timeout, a bare /bin/true, an empty Go program, the harness's own fork,
+// kill and recvmsg — and prints one markdown table of medians, spreads and
+// ratios, with the targets of docs/benchmarks.md.
+//
+// Every comparison is interleaved (A B A B …) so that the noise of a shared
+// machine falls on both sides. The row groups, one file each:
+//
+//	launch.go    1 start-up: supervise, tini, dumb-init, /bin/true, empty Go, version
+//	ladder.go    2 ladder step precision: supervise vs timeout on a wedged agent
+//	detect.go    3 detection lateness, many agents under one daemon
+//	killtree.go  4 kill-to-empty of trees of 1, 10, 100 processes vs kill -9
+//	ingest.go    5 heartbeat ingest rate and daemon CPU per heartbeat
+//	daemon.go    6 a daemon with N agents: start, steady CPU and RSS, shutdown
+//
+// Everything runs under one temporary directory and in process groups the
+// harness tracks; both are removed on exit and on Ctrl-C.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	hk          string
+	quick       bool
+	rows        map[int]bool
+	rounds      int           // 1: launch rounds
+	ladderRuns  int           // 2: rounds of the ladder comparison
+	ladderPar   int           // 2: runs of each variant at once per round
+	agents      int           // 3, 5: agents under one daemon
+	killRuns    int           // 4: runs per tree size and variant
+	n           int           // 6: agents of the big daemon
+	window      time.Duration // 6: the steady-state CPU window
+	ingest      time.Duration // 5: each ingest window
+	install     bool
+	out, log    io.Writer
+	cleanupWait time.Duration
+}
+
+func parseFlags(args []string, out, log io.Writer) (config, error) {
+	c := config{out: out, log: log, cleanupWait: 10 * time.Second}
+	fs := flag.NewFlagSet("benchcompare", flag.ContinueOnError)
+	fs.SetOutput(log)
+	fs.StringVar(&c.hk, "hk", "bin/hermeskilld", "the hermeskilld binary to measure")
+	fs.BoolVar(&c.quick, "quick", false, "fewer repetitions and shorter windows (a minute or two)")
+	rows := fs.String("rows", "1,2,3,4,5,6", "row groups to run")
+	fs.IntVar(&c.rounds, "rounds", 0, "launch: interleaved rounds (default 200, -quick 30)")
+	fs.IntVar(&c.ladderRuns, "ladder-rounds", 0, "ladder: rounds (default 10, -quick 1)")
+	fs.IntVar(&c.ladderPar, "ladder-par", 0, "ladder: runs of each variant at once per round (default 5, -quick 2)")
+	fs.IntVar(&c.agents, "agents", 0, "detection and ingest: agents under one daemon (default 100, -quick 20)")
+	fs.IntVar(&c.killRuns, "kill-runs", 0, "kill-to-empty: runs per tree size and variant (default 15, -quick 3)")
+	fs.IntVar(&c.n, "n", 0, "daemon: agents (default 1000, -quick 100; 10000 raises limits as root)")
+	fs.DurationVar(&c.window, "window", 0, "daemon: steady-state CPU window (default 30s, -quick 5s)")
+	fs.DurationVar(&c.ingest, "ingest-window", 0, "ingest: each window (default 5s, -quick 2s)")
+	fs.BoolVar(&c.install, "install", true, "apt-get install tini and dumb-init when absent (as root)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	def := func(p *int, full, quick int) {
+		if *p <= 0 {
+			*p = full
+			if c.quick {
+				*p = quick
+			}
+		}
+	}
+	def(&c.rounds, 200, 30)
+	def(&c.ladderRuns, 10, 1)
+	def(&c.ladderPar, 5, 2)
+	def(&c.agents, 100, 20)
+	def(&c.killRuns, 15, 3)
+	def(&c.n, 1000, 100)
+	defd := func(p *time.Duration, full, quick time.Duration) {
+		if *p <= 0 {
+			*p = full
+			if c.quick {
+				*p = quick
+			}
+		}
+	}
+	defd(&c.window, 30*time.Second, 5*time.Second)
+	defd(&c.ingest, 5*time.Second, 2*time.Second)
+	c.rows = map[int]bool{}
+	for _, f := range strings.Split(*rows, ",") {
+		i, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || i < 1 || i > 6 {
+			return c, fmt.Errorf("-rows: %q is not a row group 1-6", f)
+		}
+		c.rows[i] = true
+	}
+	if _, err := os.Stat(c.hk); err != nil {
+		return c, fmt.Errorf("-hk: %v (make bench-compare builds it)", err)
+	}
+	return c, nil
+}
+
+func main() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	os.Exit(run(ctx, cancel, os.Args[1:], os.Stdout, os.Stderr, true))
+}
+
+// run is the whole harness; it returns the exit status. With handleSignals
+// it catches Ctrl-C (and SIGTERM, SIGHUP): every process is killed and the
+// temporary directory removed before it exits 130.
+func run(ctx context.Context, cancel context.CancelFunc, args []string, out, log io.Writer, handleSignals bool) int {
+	cfg, err := parseFlags(args, out, log)
+	if err != nil {
+		fmt.Fprintln(log, "benchcompare:", err)
+		return 2
+	}
+	if cfg.hk, err = absPath(cfg.hk); err != nil {
+		fmt.Fprintln(log, "benchcompare:", err)
+		return 2
+	}
+	tmp, err := os.MkdirTemp("", "hkbench-")
+	if err != nil {
+		fmt.Fprintln(log, "benchcompare:", err)
+		return 1
+	}
+	_ = os.Chmod(tmp, 0o755)
+	b := &bench{cfg: cfg, ctx: ctx, tmp: tmp, reg: newRegistry()}
+	cleanup := func() {
+		b.reg.killAll(cfg.cleanupWait)
+		_ = os.RemoveAll(tmp)
+	}
+	if handleSignals {
+		sig := make(chan os.Signal, 2)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		defer signal.Stop(sig)
+		go func() {
+			s, ok := <-sig
+			if !ok {
+				return
+			}
+			fmt.Fprintf(log, "\nbenchcompare: %v: stopping every process, removing %s\n", s, tmp)
+			cancel()
+			go func() { // a second Ctrl-C, or a cleanup that hangs: go now
+				select {
+				case <-sig:
+				case <-time.After(cfg.cleanupWait + 5*time.Second):
+				}
+				b.reg.killAll(0)
+				_ = os.RemoveAll(tmp)
+				os.Exit(130)
+			}()
+			cleanup()
+			os.Exit(130)
+		}()
+	}
+	defer cleanup()
+
+	started := time.Now()
+	b.load0 = loadAvg()
+	if err := b.buildAgents(); err != nil {
+		fmt.Fprintln(log, "benchcompare:", err)
+		return 1
+	}
+	var rows, notes = []Row{}, []string{}
+	groups := []struct {
+		n  int
+		fn func() ([]Row, []string)
+	}{
+		{1, b.launchRows}, {2, b.ladderRows}, {3, b.detectRows},
+		{4, b.killRows}, {5, b.ingestRows}, {6, b.daemonRows},
+	}
+	for _, g := range groups {
+		if !cfg.rows[g.n] || b.interrupted() {
+			continue
+		}
+		t := time.Now()
+		r, n := g.fn()
+		rows, notes = append(rows, r...), append(notes, n...)
+		b.logf("row group %d done in %.1fs", g.n, time.Since(t).Seconds())
+	}
+	if b.interrupted() {
+		return 130
+	}
+	fmt.Fprintln(out, machineLine(b))
+	fmt.Fprintln(out)
+	writeTable(out, rows)
+	if len(notes) > 0 {
+		fmt.Fprintln(out)
+		for _, n := range notes {
+			fmt.Fprintln(out, "- "+n)
+		}
+	}
+	fmt.Fprintf(out, "\n(whole run %.0fs)\n", time.Since(started).Seconds())
+	return 0
+}
+
+func absPath(p string) (string, error) {
+	if strings.HasPrefix(p, "/") {
+		return p, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return wd + "/" + p, nil
+}
+
+// machineLine: CPU model, cores, kernel, Go, the binary's version, load.
+func machineLine(b *bench) string {
+	model := "unknown CPU"
+	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range splitLines(string(raw)) {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	var u syscall.Utsname
+	kernel := "?"
+	if syscall.Uname(&u) == nil {
+		kernel = utsString(u.Release[:])
+	}
+	ver := "?"
+	if o, err := exec.Command(b.cfg.hk, "version").Output(); err == nil {
+		ver = strings.TrimSpace(string(o))
+	}
+	size := ""
+	if st, err := os.Stat(b.cfg.hk); err == nil {
+		size = fmt.Sprintf(", %.1f MB binary", float64(st.Size())/1e6)
+	}
+	return fmt.Sprintf("**Machine:** %s, %d cores, Linux %s, %s; %s%s; load average %s at the start, %s at the end; %s.",
+		model, runtime.NumCPU(), kernel, runtime.Version(), ver, size, b.load0, loadAvg(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+}
+
+func utsString(a []int8) string {
+	var sb strings.Builder
+	for _, c := range a {
+		if c == 0 {
+			break
+		}
+		sb.WriteByte(byte(c))
+	}
+	return sb.String()
+}
+
+// loadAvg is the 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
+}
