@@ -15,6 +15,13 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
 
+// advance moves a synctest bubble's clock by d and lets every goroutine
+// settle (virtual time: the test does not wait).
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
 // An operator's stop runs the ladder without quarantine; with policy
 // never the agent stays exited until `start`, which starts it at once.
 func TestStopNoQuarantineThenStart(t *testing.T) {
@@ -30,8 +37,7 @@ func TestStopNoQuarantineThenStart(t *testing.T) {
 		require.EqualValues(t, 1, f.of("bot")[0].killed.Load(), "through the ladder")
 		_, quarantined := d.held.quarantined("bot")
 		require.False(t, quarantined, "a stop is not a kill: no quarantine")
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		advance(time.Minute)
 		require.Len(t, f.of("bot"), 1, "policy never: it stays down")
 
 		_, err = d.Stop(context.Background(), control.StopRequest{ID: "bot", Operator: "uid:0"})
@@ -59,8 +65,7 @@ func TestStopThenPolicy(t *testing.T) {
 		res, err := d.Stop(context.Background(), control.StopRequest{ID: "bot", Operator: "uid:0", Wait: true})
 		require.NoError(t, err)
 		require.Equal(t, control.StateBackoff, res.State, "policy always: it restarts after the backoff")
-		time.Sleep(11 * time.Second)
-		synctest.Wait()
+		advance(11 * time.Second)
 		require.Len(t, f.of("bot"), 2, "restarted by its policy")
 
 		// Now in a backoff again: a stop keeps it down.
@@ -71,8 +76,7 @@ func TestStopThenPolicy(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, res.Stopped, "no run to stop")
 		require.Equal(t, control.StateExited, res.State)
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		advance(time.Minute)
 		require.Len(t, f.of("bot"), 2, "the pending restart was cancelled")
 	})
 }
@@ -127,8 +131,7 @@ func TestStartRefusesHeldAgents(t *testing.T) {
 			runs := f.of("crasher")
 			runs[len(runs)-1].end(supervisor.Outcome{Exit: procsup.ExitStatus{Code: 3}})
 			synctest.Wait()
-			time.Sleep(time.Second)
-			synctest.Wait()
+			advance(time.Second)
 		}
 		require.Equal(t, control.StateFailed, state(d, "crasher"))
 		res, err := d.Start(context.Background(), control.StartRequest{ID: "crasher", Operator: "uid:0"})
