@@ -11,19 +11,28 @@ import (
 
 // report prints, on stderr (the reason may hold agent-supplied text, made
 // inert for the terminal), the one-line summary of a kill or an external
-// death (why, how far the ladder went, where the certificate is), and
-// where shadow certificates went.
-func report(w io.Writer, a *config.Agent, out supervisor.Outcome) {
+// death (why, how far the ladder went, where the certificate is, and with
+// a control plane whether it was delivered or is left queued), and where
+// shadow certificates went. delivery is nil without a control plane; with
+// one and no kill line, what it says gets a line of its own.
+func report(w io.Writer, a *config.Agent, out supervisor.Outcome, delivery *cpSummary) {
 	for _, p := range out.ShadowCerts {
 		fmt.Fprintf(w, "hermeskilld: shadow mode: agent %s would have been killed; certificate: %s\n", a.ID, p)
 	}
+	cp := delivery.text()
 	c := out.Cert
 	if c == nil {
+		if cp != "" {
+			fmt.Fprintf(w, "hermeskilld: %s\n", cp)
+		}
 		return
 	}
 	where := out.CertPath
 	if where == "" {
 		where = fmt.Sprintf("not written (%v); printed above", out.CertErr)
+	}
+	if cp != "" {
+		where += "; " + cp
 	}
 	if !out.Killed {
 		fmt.Fprintf(w, "hermeskilld: agent %s %s; certificate: %s\n", a.ID, display.Clean(c.TriggerReason), where)

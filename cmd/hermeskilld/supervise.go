@@ -44,6 +44,8 @@ type superviseFlags struct {
 
 	llmUpstreams, llmKeyFiles []string
 	llmPrices                 string
+
+	cp cpFlags
 }
 
 func newSupervise() *cobra.Command {
@@ -71,7 +73,13 @@ hermeskilld failed; 126 not executable; 127 not found.
 SIGINT/SIGTERM to hermeskilld stop the agent through the ladder (a manual
 kill, with a certificate; an agent that answers it with exit 0 exits 0); a
 second one skips to SIGKILL. SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH and SIGCONT
-are forwarded to the agent.`,
+are forwarded to the agent.
+
+With a control plane (--control-plane-url, or control_plane in --config)
+certificates are POSTed to it through a durable outbox in --state-dir, and
+its kill directives are polled while the agent runs. At exit hermeskilld
+waits at most --flush-timeout for the delivery; what is left is delivered
+by the next run using the same --state-dir (it starts with them).`,
 		Example: `  hermeskilld supervise --heartbeat-timeout 30s --max-cost 5 -- python3 agent.py
   hermeskilld supervise --config agent.yaml --shadow -- ./agent`,
 		Args: cobra.MinimumNArgs(1),
@@ -86,6 +94,10 @@ are forwarded to the agent.`,
 	fl.StringArrayVar(&f.llmKeyFiles, "llm-key-file", nil, "NAME=PATH: the provider key of upstream NAME, read by hermeskilld, never given to the agent (repeatable)")
 	fl.StringVar(&f.llmPrices, "llm-prices", "", "price file: USD per million tokens by model, for the cost check on metered spend")
 	fl.StringVar(&f.certsDir, "certs-dir", "", "where death certificates are written (default "+certs.DefaultDir()+")")
+	fl.StringVar(&f.cp.url, "control-plane-url", "", "deliver certificates to this control plane (https, or http to localhost) and poll it for kill directives")
+	fl.StringVar(&f.cp.tokenFile, "control-plane-token-file", "", "the control plane's bearer token, in a file not readable by group or others")
+	fl.DurationVar(&f.cp.flushTimeout, "flush-timeout", defaultFlushTimeout, "at exit, wait at most this long for the control plane to take the certificates")
+	fl.StringVar(&f.cp.stateDir, "state-dir", "", "the control plane's outbox (STATE_DIR/outbox), shared with the next run (default: the directory that holds --certs-dir)")
 	fl.StringVar(&f.auditLog, "audit-log", "", "append a hash-chained audit log of every event to FILE")
 	fl.StringVar(&f.signingKey, "signing-key", "", "sign certificates with this Ed25519 key (see hermeskilld keygen)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
@@ -191,6 +203,20 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 			}
 		}()
 	}
+	var cp *cpLink
+	if a.ControlPlane != nil {
+		stateDir := f.cp.stateDir
+		if stateDir == "" {
+			stateDir = defaultStateDir(certsDir)
+		} else if abs, err := filepath.Abs(stateDir); err == nil {
+			stateDir = abs
+		}
+		if cp, err = openControlPlane(a.ID, a.ControlPlane, stateDir, log, m); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		defer cp.close() // at once on an early return; after finish, nothing
+		rec.Outbox = cp
+	}
 	opts.Stdin = os.Stdin
 	if isTerminal(os.Stdin) {
 		// The agent runs in its own process group, so that Ctrl-C reaches
@@ -216,6 +242,9 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 		}
 		return &exitError{code: exitUsage, err: err}
 	}
+	if cp != nil {
+		cp.run.Store(r)
+	}
 	if m != nil {
 		m.SetSource(func() []metrics.AgentSample {
 			st := r.Status()
@@ -227,7 +256,11 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	if err := kp.Close(); err != nil {
 		log.Warn("keeper", zap.Error(err))
 	}
-	report(c.ErrOrStderr(), a, out)
+	var delivery *cpSummary
+	if cp != nil {
+		delivery = cp.finish(f.cp.flushTimeout, sigs)
+	}
+	report(c.ErrOrStderr(), a, out, delivery)
 	if code := exitCode(out, f.preserveStatus); code != 0 {
 		return &exitError{code: code}
 	}
@@ -309,6 +342,9 @@ func (f *superviseFlags) agent(fl *pflag.FlagSet, args []string) (*config.Agent,
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	if err := f.applyGatewayFlags(&a.Gateway); err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	if err := f.cp.apply(a); err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	if f.shadow {
