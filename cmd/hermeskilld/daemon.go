@@ -125,9 +125,15 @@ func newCheckConfig() *cobra.Command {
 		Short: "Validate daemon or agent files without starting anything",
 		Long: `Check each FILE: a daemon file (it has state_dir, agents_dir, defaults, …)
 or an agent file (it has id, command, checks, …; --agent forces it). Every
-error names its file and line. A daemon file's agents_dir must exist on this
-host, as the daemon requires (except the default /etc/hermeskill/agents.d,
-which the daemon creates). Exit status 0 when all are valid, 1 otherwise.`,
+error names its file and line. Beyond the schema, each file is checked
+against this host as the daemon checks it when it starts: a daemon file's
+control groups and defaults.user must exist, and its agents_dir too (except
+the default /etc/hermeskill/agents.d, which the daemon creates); an agent
+file's user must exist, its cwd must be a directory that user can enter,
+and its command must resolve (a bare name through this process's PATH, as
+the daemon resolves it through its own) to a file that user may execute,
+with search permission on every directory on the way. Exit status 0 when
+all are valid, 1 otherwise.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, files []string) error {
 			bad := 0
@@ -150,7 +156,8 @@ which the daemon creates). Exit status 0 when all are valid, 1 otherwise.`,
 	return c
 }
 
-// checkFile validates one file as what it looks like.
+// checkFile validates one file as what it looks like, then checks it
+// against this host.
 func checkFile(path string, forceAgent bool) (kind, note string, err error) {
 	if !forceAgent {
 		cfg, err := config.LoadDaemon(path)
@@ -169,18 +176,20 @@ func checkFile(path string, forceAgent bool) (kind, note string, err error) {
 	if err := a.Validate(true); err != nil {
 		return "", "", err
 	}
+	if err := a.CheckHost(nil); err != nil {
+		return "", "", err
+	}
 	return "agent", "", nil
 }
 
 // checkDaemonFile checks a valid daemon file as the daemon does when it
-// starts on this host: agents_dir must exist, unless it is the default,
-// which the daemon creates (the note says so).
+// starts on this host (config.Daemon.CheckHost); a default agents_dir that
+// does not exist is created by the daemon (the note says so).
 func checkDaemonFile(cfg *config.Daemon) (kind, note string, err error) {
-	create, err := daemon.CheckAgentsDir(cfg)
-	if err != nil {
+	if err := cfg.CheckHost(); err != nil {
 		return "", "", err
 	}
-	if create {
+	if cfg.CreatesAgentsDir() {
 		note = fmt.Sprintf(" (agents_dir %s does not exist: the daemon will create it)", cfg.AgentsDir)
 	}
 	return "daemon", note, nil

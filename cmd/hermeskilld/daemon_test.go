@@ -416,14 +416,15 @@ func TestDaemonInvalidFile(t *testing.T) {
 }
 
 // A configured agents_dir that does not exist is refused, by the daemon
-// and by check-config alike, naming the daemon file and the path; the
-// daemon creates nothing. Once the directory exists both accept it.
+// and by check-config alike, naming the daemon file, the line of the key
+// and the path; the daemon creates nothing. Once the directory exists
+// both accept it.
 func TestDaemonAgentsDirMissing(t *testing.T) {
 	root := shortTemp(t)
 	state, agents := filepath.Join(root, "state"), filepath.Join(root, "agnets.d")
 	cfg := writeTestFile(t, root, "hk.yaml",
 		fmt.Sprintf("state_dir: %s\nruntime_dir: %s\nagents_dir: %s\n", state, filepath.Join(root, "run"), agents))
-	want := cfg + ": agents_dir does not exist: " + agents + " (create it, or correct agents_dir)\n"
+	want := cfg + ":3: agents_dir: " + agents + " does not exist (create it, or correct agents_dir)\n"
 
 	r := hk(t, "daemon", "--config", cfg, "--log-format", "console")
 	require.Equal(t, exitUsage, r.code)
@@ -440,10 +441,10 @@ func TestDaemonAgentsDirMissing(t *testing.T) {
 	require.NoError(t, os.WriteFile(agents, nil, 0o644))
 	r = hk(t, "check-config", cfg)
 	require.Equal(t, exitFailure, r.code)
-	require.Equal(t, cfg+": agents_dir "+agents+": not a directory\n", r.stderr)
+	require.Equal(t, cfg+":3: agents_dir: "+agents+": not a directory\n", r.stderr)
 	r = hk(t, "daemon", "--config", cfg)
 	require.Equal(t, exitUsage, r.code)
-	require.Equal(t, "hermeskilld: "+cfg+": agents_dir "+agents+": not a directory\n", r.stderr)
+	require.Equal(t, "hermeskilld: "+cfg+":3: agents_dir: "+agents+": not a directory\n", r.stderr)
 
 	require.NoError(t, os.Remove(agents))
 	require.NoError(t, os.Mkdir(agents, 0o755))

@@ -135,6 +135,10 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	cred, sockDir, err := superviseUser(a, sockDir) // the file's user: (superviseuser.go)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 	rt, err := procsup.NewRuntime(procsup.Options{})
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
@@ -161,7 +165,7 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	supervisor.RecoverCerts(certsDir, log)
 	rec := &recorder.Recorder{Log: log}
 	opts := supervisor.Options{
-		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, Keeper: kp, SocketDir: sockDir,
+		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, Keeper: kp, SocketDir: sockDir, Credential: cred,
 		CertsDir: certsDir, Signer: signer, Log: log, OnEvent: rec.Event, HeartbeatRate: config.DefaultHeartbeatRate,
 	}
 	if a.Gateway.On() {

@@ -36,6 +36,11 @@ const (
 	// ErrConflict: values that are valid alone but not together (warn
 	// above kill, backoff above max_backoff).
 	ErrConflict
+	// ErrHost: a value valid in itself that this host cannot honour (a
+	// user or group that does not exist, a command the agent's user
+	// cannot execute, an agents_dir that does not exist); see
+	// Daemon.CheckHost and Agent.CheckHost.
+	ErrHost
 )
 
 var kindText = [...]string{
@@ -44,6 +49,7 @@ var kindText = [...]string{
 	ErrBadValue:   "bad value",
 	ErrMissing:    "missing key",
 	ErrConflict:   "conflicting values",
+	ErrHost:       "not usable on this host",
 }
 
 func (k ErrorKind) Error() string {

@@ -88,6 +88,9 @@ func (d *Daemon) applyFile(path string) {
 	if err == nil && a.Gateway.On() {
 		err = fmt.Errorf("%s: gateway: an agent file cannot set its own under the daemon, whose gateway section serves every agent", path)
 	}
+	if err == nil && d.hostCheck != nil {
+		err = d.hostCheck(a, data)
+	}
 	if err == nil {
 		err = d.claimID(path, a.ID)
 	}
@@ -201,6 +204,9 @@ func (d *Daemon) reload() {
 	d.log.Info("SIGHUP: reloading the configuration")
 	if d.o.ConfigPath != "" {
 		nc, err := config.LoadDaemon(d.o.ConfigPath)
+		if err == nil {
+			err = nc.CheckHost()
+		}
 		if err != nil {
 			d.log.Error("daemon file invalid; keeping the running configuration", zap.Error(err))
 		} else {

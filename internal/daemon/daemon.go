@@ -70,6 +70,12 @@ type Daemon struct {
 	stopping chan struct{}  // closed when shutdown begins
 	tasks    sync.WaitGroup // e-stops and other work started on the side
 
+	// hostCheck checks what an agent file needs from this host before it
+	// is applied (checkAgentHost); a file that fails it is invalid. New
+	// sets it; nil (the tests' fake runs, whose commands do not exist)
+	// checks nothing.
+	hostCheck func(a *config.Agent, data []byte) error
+
 	mu      sync.Mutex
 	cfg     *config.Daemon
 	slots   map[string]*slot  // by agent id
@@ -85,6 +91,7 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.hostCheck = checkAgentHost
 	if d.cgm, err = containment.Choose(d.cfg.Containment, d.log, containment.Service); err != nil {
 		return nil, fmt.Errorf("containment %s: %w", d.cfg.Containment, err)
 	}
@@ -110,6 +117,11 @@ func newDaemon(o Options) (*Daemon, error) {
 		bus:        newBus(),
 	}
 	d.starter = d.startRun
+	// What the daemon file needs from this host (its groups, the user of
+	// its defaults, agents_dir), before anything is made.
+	if err := cfg.CheckHost(); err != nil {
+		return nil, err
+	}
 	if err := d.prepareAgentsDir(); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package daemon
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/hermeskill/hermeskilld/internal/config"
+)
 
 // Errors that keep the daemon from starting; matchable with errors.Is.
 var (
@@ -8,7 +12,7 @@ var (
 	// and not the default one (which the daemon creates). A mistyped path
 	// would otherwise give a daemon that watches an empty directory and
 	// runs none of the agents the operator declared.
-	ErrNoAgentsDir = errors.New("agents_dir does not exist")
+	ErrNoAgentsDir = config.ErrNoAgentsDir
 	// ErrCorruptHeld: state_dir/held.json is not what the daemon writes
 	// (bad JSON, unknown keys, trailing data). Starting without it would
 	// forget a quarantine or an e-stop, so the daemon does not start.
