@@ -20,7 +20,10 @@
 //
 //   - schema: always "hermeskill.death-certificate.v1" (Schema).
 //   - cert_id: unique id of this certificate, a UUIDv7 (NewID); the control
-//     plane uses it as the Idempotency-Key.
+//     plane uses it as the Idempotency-Key. For a kill it is made when the
+//     kill is decided and sent to the agent's clients with the STOP
+//     directive (KILL_EVENT_ID), so an agent can name the certificate that
+//     will record its death.
 //   - agent_id: the agent's id (--id, or the agent file's id).
 //   - host: the host name of the machine the agent ran on.
 //   - mode: "enforce" (the agent was killed) or "shadow" (a terminal symptom

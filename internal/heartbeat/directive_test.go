@@ -18,12 +18,13 @@ import (
 )
 
 func TestDirectivePayloads(t *testing.T) {
-	require.Equal(t, "STOP=1\nCHECK=tool_loop\nREASON=same call 5 times\nGRACE_USEC=10000000",
-		string(heartbeat.StopDirective("tool_loop", "same call 5 times", 10*time.Second)))
-	require.Equal(t, "STOP=1\nCHECK=manual\nREASON=a b  c\nGRACE_USEC=0",
-		string(heartbeat.StopDirective("manual", "a\nb\r\nc", 0)), "a reason cannot inject lines")
+	require.Equal(t, "STOP=1\nCHECK=tool_loop\nREASON=same call 5 times\nGRACE_USEC=10000000\n"+
+		"KILL_EVENT_ID=0193d5d8-7c4b-7a3e-9f21-0c5b1e2d3f40",
+		string(heartbeat.StopDirective("tool_loop", "same call 5 times", 10*time.Second, "0193d5d8-7c4b-7a3e-9f21-0c5b1e2d3f40")))
+	require.Equal(t, "STOP=1\nCHECK=manual\nREASON=a b  c\nGRACE_USEC=0\nKILL_EVENT_ID=k 1",
+		string(heartbeat.StopDirective("manual", "a\nb\r\nc", 0, "k\n1")), "a reason cannot inject lines")
 	require.Equal(t, "STOP=1\nCHECK=x y\nREASON=\nGRACE_USEC=1500",
-		string(heartbeat.StopDirective("x\ny", "", 1500*time.Microsecond)))
+		string(heartbeat.StopDirective("x\ny", "", 1500*time.Microsecond, "")), "no id, no KILL_EVENT_ID")
 	require.Equal(t, "WARNING=memory: tree RSS 1.1GiB over 1GiB",
 		string(heartbeat.WarningDirective("memory", "tree RSS 1.1GiB over 1GiB")))
 	require.Equal(t, "WARNING=cost: a STOP=1",
@@ -73,7 +74,7 @@ func TestBroadcastToBoundClient(t *testing.T) {
 	recv(t, s)
 	require.Equal(t, 1, s.Clients())
 
-	stop := heartbeat.StopDirective("tool_loop", "same call 5 times", 10*time.Second)
+	stop := heartbeat.StopDirective("tool_loop", "same call 5 times", 10*time.Second, "kill-1")
 	require.Equal(t, 1, s.Broadcast(stop))
 	require.Equal(t, string(stop), read(t, c))
 	warn := heartbeat.WarningDirective("memory", "tree RSS 1.1GiB over 1GiB")
@@ -116,7 +117,7 @@ func TestBroadcastSkipsForgedClient(t *testing.T) {
 	require.NoError(t, err)
 	eventuallyStats(t, s, func(st heartbeat.StatsSnapshot) bool { return st.Forged == 1 }, "forged client not counted")
 	require.Zero(t, s.Clients())
-	require.Zero(t, s.Broadcast(heartbeat.StopDirective("manual", "x", time.Second)))
+	require.Zero(t, s.Broadcast(heartbeat.StopDirective("manual", "x", time.Second, "")))
 }
 
 // TestClientEndToEnd: the real Go client turns the STOP directive into the
@@ -149,7 +150,7 @@ func TestClientEndToEnd(t *testing.T) {
 		t.Fatal("no warning")
 	}
 
-	require.Equal(t, 1, s.Broadcast(heartbeat.StopDirective("tool_loop", "x", time.Second)))
+	require.Equal(t, 1, s.Broadcast(heartbeat.StopDirective("tool_loop", "x", time.Second, "0193d5d8-7c4b-7a3e-9f21-0c5b1e2d3f40")))
 	select {
 	case <-ctx.Done():
 	case <-time.After(wait):
@@ -157,7 +158,8 @@ func TestClientEndToEnd(t *testing.T) {
 	}
 	var stop *client.StopError
 	require.True(t, errors.As(context.Cause(ctx), &stop), "cause %v", context.Cause(ctx))
-	require.Equal(t, client.StopError{Check: "tool_loop", Reason: "x", Grace: time.Second}, *stop)
+	require.Equal(t, client.StopError{Check: "tool_loop", Reason: "x", Grace: time.Second,
+		KillEventID: "0193d5d8-7c4b-7a3e-9f21-0c5b1e2d3f40"}, *stop)
 	require.Zero(t, c.Dropped())
 }
 

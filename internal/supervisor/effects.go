@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
@@ -15,19 +16,46 @@ import (
 // cmdlineMax truncates command lines in the certificate's process tree.
 const cmdlineMax = 512
 
+// decide acts on the decision to kill for t, the moment it falls (the
+// loop calls it before logging the symptom): the kill's event id is made —
+// the STOP directive carries it, the certificate is written under it —
+// and the run's LLM handle is revoked, so that no request of the agent is
+// answered while the autopsy is taken. The revocation is the ladder's
+// first step (capabilities_revoked), recorded here and prepended to the
+// ladder's steps. Only the first call acts.
+func (r *Run) decide(t symptoms.Symptom) {
+	if r.killID != "" {
+		return
+	}
+	r.killID = certs.NewID()
+	if r.grant == nil {
+		return
+	}
+	began := time.Now()
+	rv := r.grant.Revoke(string(t.Check), t.Message)
+	r.revoked = &escalate.Step{Name: escalate.StepRevoked, At: began, Duration: time.Since(began),
+		Detail: map[string]any{"llm_requests_cut": rv.InFlight}}
+}
+
 // ladder takes the autopsy — before any signal, so it shows the tree as it
 // was when the decision fell — and climbs the ladder on a goroutine of its
 // own. The tree stays frozen from the autopsy until the ladder's first
-// signal is pending (Plan.Release).
+// signal is pending (Plan.Release). The LLM handle was revoked before the
+// autopsy (decide).
 func (r *Run) ladder(t symptoms.Symptom, dump string, dumpPID int) <-chan escalate.Result {
 	r.triggeredAt = t.At
+	r.decide(t) // done already when the loop took the decision
+	if r.revoked != nil {
+		r.onStep(*r.revoked)
+	}
 	var thaw func()
 	r.autopsy, thaw = r.tree.Snapshot(cmdlineMax, true)
 	esc := r.loop.a.Escalation
+	stop := heartbeat.StopDirective(string(t.Check), t.Message, esc.CoopGrace, r.killID)
 	plan := escalate.Plan{
 		DumpWait: esc.DumpWait,
 		Directive: func() int {
-			return r.sock.Broadcast(heartbeat.StopDirective(string(t.Check), t.Message, esc.CoopGrace))
+			return r.sock.Broadcast(stop)
 		},
 		CoopSignal: esc.CoopSignal,
 		CoopGrace:  esc.CoopGrace,
@@ -36,21 +64,13 @@ func (r *Run) ladder(t symptoms.Symptom, dump string, dumpPID int) <-chan escala
 		OnStep:     r.onStep,
 		Release:    thaw,
 	}
-	if r.grant != nil {
-		// Before any signal: from now on its LLM requests are refused,
-		// and the ones in flight are cut.
-		plan.Revoke = func() map[string]any {
-			rv := r.grant.Revoke(string(t.Check), t.Message)
-			return map[string]any{"llm_requests_cut": rv.InFlight}
-		}
-	}
 	if sig := dumpSignal(dump); sig != 0 && dumpPID > 0 {
 		plan.DumpSignal = sig
 		plan.Dump = func() error { return r.tree.SignalPID(dumpPID, sig) }
 	}
 	r.log.Warn("stopping agent", zap.String("check", string(t.Check)), zap.String("reason", t.Message),
-		zap.Int("processes", len(r.autopsy)))
-	return r.climb(plan)
+		zap.String("kill_event_id", r.killID), zap.Int("processes", len(r.autopsy)))
+	return r.climb(plan, r.revoked)
 }
 
 // cleanup follows a main process that exited by itself. A death by a
@@ -70,14 +90,22 @@ func (r *Run) cleanup() <-chan escalate.Result {
 	}
 	left, _ := r.tree.PIDs()
 	r.log.Warn("main process exited, stopping what it left behind", zap.Ints("pids", left))
-	return r.climb(escalate.Plan{TermGrace: r.loop.a.Escalation.TermGrace, Hurry: r.hurry, OnStep: r.onStep, Release: thaw})
+	return r.climb(escalate.Plan{TermGrace: r.loop.a.Escalation.TermGrace, Hurry: r.hurry, OnStep: r.onStep, Release: thaw}, nil)
 }
 
-// climb runs a ladder on its own goroutine; the run waits for it.
-func (r *Run) climb(plan escalate.Plan) <-chan escalate.Result {
+// climb runs a ladder on its own goroutine; the run waits for it. first,
+// when set, is a step taken before the ladder began (the revocation),
+// recorded as its first.
+func (r *Run) climb(plan escalate.Plan, first *escalate.Step) <-chan escalate.Result {
 	ch := make(chan escalate.Result, 1)
 	tree := r.tree
-	go func() { ch <- escalate.Run(tree, plan) }()
+	go func() {
+		res := escalate.Run(tree, plan)
+		if first != nil {
+			res.Steps = append([]escalate.Step{*first}, res.Steps...)
+		}
+		ch <- res
+	}()
 	return ch
 }
 

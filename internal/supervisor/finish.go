@@ -108,6 +108,9 @@ func (r *Run) certificate(exit procsup.ExitStatus, res *escalate.Result, trigger
 		t = r.externalSymptom(exit)
 	}
 	c := r.baseCertificate(t, st, r.autopsy)
+	if trigger != nil && r.killID != "" {
+		c.CertID = r.killID // the id the STOP directive carried
+	}
 	c.TerminatedAt = terminated
 	if trigger == nil {
 		c.TriggerType, c.TriggerCheck = certs.TriggerExternal, certs.TriggerExternal

@@ -17,6 +17,11 @@ import (
 // testing/synctest drives the loop alone (its only blocking points are
 // channels and timers).
 type effects interface {
+	// decide acts on the decision to kill for trigger the moment it
+	// falls, before anything is logged or measured: the kill's event id
+	// is made, and the agent's LLM handle revoked (no request may get
+	// through while the autopsy is taken).
+	decide(trigger symptoms.Symptom)
 	// ladder takes the autopsy and starts the escalation ladder for
 	// trigger; its result arrives on the channel. dumpPID is the sender
 	// of DUMP_SIGNAL, if any.
@@ -81,6 +86,10 @@ type loop struct {
 	// its records of this run (nil without a gateway).
 	metered bool
 	meters  *meterQueue
+	// clock is the latest instant the engine was given: it never goes
+	// back (a datagram queued before a later event is applied at the
+	// later one's time).
+	clock time.Time
 }
 
 func newLoop(log *zap.Logger, a *config.Agent, engine *symptoms.Engine, eff effects, base Status,
@@ -118,14 +127,14 @@ func (l *loop) run() Outcome {
 			// apply what is queued (each at its own receive time) first,
 			// so the timer and the heartbeat cannot race.
 			msgs = l.drain(msgs)
-			l.handle(l.engine.Tick(time.Now()))
+			l.handle(l.engine.Tick(l.at(time.Now())))
 		case now := <-sampleC:
 			if s, ok := l.eff.sample(l.a.Checks, now); ok {
 				l.sample = s
-				l.handle(l.engine.ObserveSample(s, now))
+				l.handle(l.engine.ObserveSample(s, l.at(now)))
 			}
 		case k := <-l.kills:
-			s, _ := l.engine.Manual(k.operator, k.reason, time.Now())
+			s, _ := l.engine.Manual(k.operator, k.reason, l.at(time.Now()))
 			l.handle([]symptoms.Symptom{s})
 			if ladder == nil {
 				ladder = l.startLadder(s)
@@ -133,6 +142,9 @@ func (l *loop) run() Outcome {
 		case a := <-l.reconf:
 			l.reconfigure(a)
 		case <-l.meters.readyC():
+			// As for the timer: what was queued before now is applied
+			// first, at its own time.
+			msgs = l.drain(msgs)
 			l.meter()
 		case res := <-ladder:
 			return l.finish(&res)
@@ -172,7 +184,7 @@ func (l *loop) observe(m *heartbeat.Received) {
 	if m.Msg.Has(heartbeat.FieldDumpSignal) {
 		l.dump, l.dumpPID = m.Msg.DumpSignal, m.PID // last words go to whoever announced them
 	}
-	l.handle(l.engine.Observe(&m.Msg, m.At))
+	l.handle(l.engine.Observe(&m.Msg, l.at(m.At)))
 	heartbeat.Free(m)
 }
 
@@ -208,9 +220,22 @@ func (l *loop) arm(t *time.Timer) {
 	t.Reset(time.Until(at))
 }
 
-// handle logs symptoms, reports them, sends warnings to the agent, and in
-// shadow mode records each check's first would-be kill.
+// at is t for the engine: never before an instant it was already given.
+func (l *loop) at(t time.Time) time.Time {
+	if t.Before(l.clock) {
+		return l.clock
+	}
+	l.clock = t
+	return t
+}
+
+// handle acts on a decision to kill first (effects.decide), then logs
+// symptoms, reports them, sends warnings to the agent, and in shadow mode
+// records each check's first would-be kill.
 func (l *loop) handle(syms []symptoms.Symptom) {
+	if t, ok := l.decision(syms); ok {
+		l.eff.decide(t)
+	}
 	for i := range syms {
 		s := syms[i]
 		fields := []zap.Field{zap.String("check", string(s.Check)), zap.String("observed", s.Observed),
@@ -239,6 +264,25 @@ func (l *loop) handle(syms []symptoms.Symptom) {
 	}
 }
 
+// decision is the terminal symptom among syms that the run will act on:
+// the first one, while no ladder runs, in enforce mode — or an operator's
+// kill, real in every mode. It is the symptom act or the kill request
+// then starts the ladder for.
+func (l *loop) decision(syms []symptoms.Symptom) (symptoms.Symptom, bool) {
+	if l.state != StateRunning {
+		return symptoms.Symptom{}, false
+	}
+	for _, s := range syms {
+		if s.Severity != symptoms.Terminal {
+			continue
+		}
+		if s.Check == symptoms.Manual || !l.shadowed && l.a.Mode != config.ModeShadow {
+			return s, true
+		}
+	}
+	return symptoms.Symptom{}, false
+}
+
 // act starts the ladder once the engine has a terminal symptom (never in
 // shadow mode: handle recorded it).
 func (l *loop) act() <-chan escalate.Result {
@@ -263,17 +307,25 @@ func (l *loop) reconfigure(a *config.Agent) {
 	if l.shadowed && l.a.Mode != config.ModeShadow {
 		l.log.Warn("mode enforce applies from the next start: a check already fired in shadow mode during this run")
 	}
-	l.handle(l.engine.Reconfigure(engineConfig(l.a, l.metered), time.Now()))
+	l.handle(l.engine.Reconfigure(engineConfig(l.a, l.metered), l.at(time.Now())))
 }
 
 // meter applies what the gateway counted: spend and tool calls decide the
 // budgets and tool_loop; each request is an event (an audit line).
+//
+// A record comes when its response ended, which for a long stream is
+// minutes after the request arrived (rec.At): its spend and tool calls are
+// known from now on, so the engine takes them now — a kill they cause is
+// triggered now, and the engine's clock does not go back to the arrival
+// of a request that overlapped others. The event is stamped with the
+// response's end, and comes before the symptoms it caused.
 func (l *loop) meter() {
 	for _, rec := range l.meters.take() {
+		now := l.at(time.Now())
+		l.eff.emit(Event{Type: EventLLMRequest, LLM: &rec, Time: rec.At.Add(rec.Duration)})
 		if !rec.Refused {
-			l.handle(l.engine.ObserveMetered(uint64(max(rec.Tokens(), 0)), rec.CostUSD, rec.Priced, rec.Model, wireTools(rec), rec.At))
+			l.handle(l.engine.ObserveMetered(uint64(max(rec.Tokens(), 0)), rec.CostUSD, rec.Priced, rec.Model, wireTools(rec), now))
 		}
-		l.eff.emit(Event{Type: EventLLMRequest, LLM: &rec, Time: rec.At})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
+	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
@@ -27,14 +28,24 @@ type fakeEffects struct {
 	shadows  []symptoms.Symptom
 	warns    []symptoms.Symptom
 	events   []Event
+	decided  []symptoms.Symptom
+	order    []string // decide, ladder and the events' types, in order
 }
 
 func newFake() *fakeEffects { return &fakeEffects{result: make(chan escalate.Result, 1)} }
+
+func (f *fakeEffects) decide(t symptoms.Symptom) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.decided = append(f.decided, t)
+	f.order = append(f.order, "decide")
+}
 
 func (f *fakeEffects) ladder(t symptoms.Symptom, _ string, _ int) <-chan escalate.Result {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ladders = append(f.ladders, t)
+	f.order = append(f.order, "ladder")
 	return f.result
 }
 
@@ -78,6 +89,7 @@ func (f *fakeEffects) emit(e Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, e)
+	f.order = append(f.order, e.Type)
 }
 
 // harness is a loop under synctest with its inputs.
@@ -101,12 +113,22 @@ func agentWith(checks config.Checks) *config.Agent {
 }
 
 // start runs a loop for a; call inside a synctest bubble.
-func start(t *testing.T, a *config.Agent) *harness {
+func start(t *testing.T, a *config.Agent) *harness { return startLoop(t, a, nil) }
+
+// startMetered runs a loop for a behind the gateway: records pushed to
+// meters are what the gateway metered.
+func startMetered(t *testing.T, a *config.Agent) (*harness, *meterQueue) {
+	q := newMeterQueue()
+	return startLoop(t, a, q), q
+}
+
+func startLoop(t *testing.T, a *config.Agent, meters *meterQueue) *harness {
 	h := &harness{t: t, fake: newFake(), msgs: make(chan *heartbeat.Received, 64), exited: make(chan struct{}),
 		out: make(chan Outcome, 1)}
 	now := time.Now()
-	h.l = newLoop(zaptest.NewLogger(t), a, symptoms.New(engineConfig(a, false), now), h.fake,
+	h.l = newLoop(zaptest.NewLogger(t), a, symptoms.New(engineConfig(a, meters != nil), now), h.fake,
 		Status{ID: a.ID, PID: 42, Started: now}, h.msgs, h.exited)
+	h.l.metered, h.l.meters = meters != nil, meters
 	go func() { h.out <- h.l.run() }()
 	return h
 }
@@ -306,4 +328,123 @@ func TestLoopStatusUnderLoad(t *testing.T) {
 		close(h.exited)
 		<-h.out
 	})
+}
+
+// A metered symptom is triggered when the loop learns of the spend — the
+// end of the response, here a stream of five minutes — not when the
+// request arrived; the request's event is stamped with its end and comes
+// before the symptom it caused.
+func TestLoopMeteredTriggeredAtDecision(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, q := startMetered(t, agentWith(config.Checks{MaxRuntime: time.Hour, Tokens: &config.Limit{Kill: 1000}}))
+		time.Sleep(10 * time.Minute)
+		arrived := time.Now().Add(-5 * time.Minute)
+		q.Request(gateway.Record{At: arrived, Duration: 5 * time.Minute, Model: "m", Status: 200, Stream: true,
+			InputTokens: 900, OutputTokens: 200, Priced: true})
+		synctest.Wait()
+		decided := time.Now()
+		l := h.ladders()
+		require.Len(t, l, 1)
+		require.Equal(t, symptoms.Tokens, l[0].Check)
+		requireSame(t, decided, l[0].At, "triggered when the spend was known, not at the request's arrival %s", arrived)
+		require.Equal(t, []string{EventLLMRequest, EventSymptom}, eventTypes(h.fake))
+		requireSame(t, decided, h.fake.events[0].Time, "the event is the response's end")
+		h.fake.result <- escalate.Result{Empty: true}
+		<-h.out
+	})
+}
+
+// The engine's clock never goes back: requests that overlapped (a long
+// stream that began first and ended last), and a datagram queued before a
+// record the loop applied, are applied at the loop's time, in order.
+func TestLoopEngineTimeMonotonic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, q := startMetered(t, agentWith(config.Checks{Tokens: &config.Limit{Warn: 100, Kill: 10_000},
+			ErrorStreak: &config.Limit{Kill: 1}}))
+		t0 := time.Now()
+		time.Sleep(time.Minute)
+		// A short request, then the long stream that arrived before it.
+		q.Request(gateway.Record{At: t0.Add(50 * time.Second), Duration: 10 * time.Second, Model: "m", Status: 200,
+			InputTokens: 50, Priced: true})
+		synctest.Wait()
+		time.Sleep(time.Second)
+		q.Request(gateway.Record{At: t0, Duration: 61 * time.Second, Model: "m", Status: 200, Stream: true,
+			InputTokens: 60, Priced: true})
+		synctest.Wait()
+		warned := time.Now()
+		require.Len(t, h.fake.warns, 1)
+		requireSame(t, warned, h.fake.warns[0].At)
+		// A datagram received before that record, applied after it.
+		r := new(heartbeat.Received)
+		require.NoError(t, heartbeat.Parse([]byte("ERROR=boom"), &r.Msg))
+		r.At, r.PID = warned.Add(-30*time.Second), 42
+		h.msgs <- r
+		synctest.Wait()
+		l := h.ladders()
+		require.Len(t, l, 1)
+		require.Equal(t, symptoms.ErrorStreak, l[0].Check)
+		require.False(t, l[0].At.Before(warned), "the engine went back to %s after %s", l[0].At, warned)
+		var last time.Time
+		for _, s := range h.status().Symptoms {
+			require.False(t, s.At.Before(last), "symptoms out of order: %+v", h.status().Symptoms)
+			last = s.At
+		}
+		h.fake.result <- escalate.Result{Empty: true}
+		<-h.out
+	})
+}
+
+// The decision to kill is acted on (decide: the id made, the handle
+// revoked) before the symptom is logged or reported and before the ladder
+// (and its autopsy) starts; once, with the ladder's trigger — for an
+// operator's kill too. Shadow mode decides nothing.
+func TestLoopDecideFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, q := startMetered(t, agentWith(config.Checks{Cost: &config.CostLimit{Kill: 1}, Tokens: &config.Limit{Kill: 10}}))
+		q.Request(gateway.Record{At: time.Now(), Model: "m", Status: 200, InputTokens: 100, CostUSD: 2, Priced: true})
+		synctest.Wait()
+		require.Equal(t, []string{EventLLMRequest, "decide", EventSymptom, EventSymptom, "ladder"}, h.fake.order)
+		require.Len(t, h.fake.decided, 1)
+		require.Equal(t, h.ladders()[0], h.fake.decided[0], "decided for the ladder's trigger")
+		h.l.kills <- killReq{"ops", "late"}
+		synctest.Wait()
+		require.Len(t, h.fake.decided, 1, "a kill during the ladder decides nothing more")
+		h.fake.result <- escalate.Result{Empty: true}
+		<-h.out
+	})
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, agentWith(config.Checks{}))
+		h.l.kills <- killReq{"ops", "now"}
+		synctest.Wait()
+		require.Equal(t, []string{"decide", EventSymptom, "ladder"}, h.fake.order)
+		require.Equal(t, symptoms.Manual, h.fake.decided[0].Check)
+		h.fake.result <- escalate.Result{Empty: true}
+		<-h.out
+	})
+	synctest.Test(t, func(t *testing.T) {
+		a := agentWith(config.Checks{ErrorStreak: &config.Limit{Kill: 1}})
+		a.Mode = config.ModeShadow
+		h := start(t, a)
+		h.send("ERROR=x")
+		require.Empty(t, h.fake.decided, "shadow mode refuses nothing")
+		require.Len(t, h.fake.shadows, 1)
+		close(h.exited)
+		<-h.out
+	})
+}
+
+func eventTypes(f *fakeEffects) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, e := range f.events {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+// requireSame compares instants (== would compare monotonic readings).
+func requireSame(t *testing.T, want, got time.Time, msgAndArgs ...any) {
+	t.Helper()
+	require.True(t, want.Equal(got), "want %s, got %s: %v", want, got, msgAndArgs)
 }

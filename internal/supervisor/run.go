@@ -14,6 +14,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/escalate"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/keeper"
@@ -47,6 +48,8 @@ type Run struct {
 	sampler   sampler
 
 	// Touched only from the loop goroutine (through effects).
+	killID      string         // the kill's event id, once decided: the certificate's id
+	revoked     *escalate.Step // the revocation at the decision, with a gateway
 	triggeredAt time.Time
 	autopsy     []procfs.Proc
 	external    bool

@@ -20,6 +20,9 @@ import (
 var rt *procsup.Runtime
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(agentEnv); mode != "" {
+		os.Exit(agentMain(mode)) // this binary re-executed as an agent
+	}
 	testchild.Main()
 	var err error
 	if rt, err = procsup.NewRuntime(procsup.Options{}); err != nil {

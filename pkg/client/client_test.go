@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/pkg/client"
 )
 
@@ -63,6 +65,28 @@ func TestMessages(t *testing.T) {
 	require.Equal(t, "WATCHDOG=1", sup.recv())
 	require.Error(t, c.ToolCall("bad", func() {}))
 	require.Zero(t, c.Dropped())
+}
+
+// The STOP hermeskilld sends (heartbeat.StopDirective, through a real
+// socket) carries the kill's event id: the id of the certificate.
+func TestStopDirectiveKillEventID(t *testing.T) {
+	sup := newSupervisor(t)
+	c := sup.dial()
+	ctx := c.Context(context.Background())
+	c.Ready()
+	sup.recv()
+
+	id := certs.NewID()
+	sup.send(string(heartbeat.StopDirective("cost", "cost $5.02 over kill threshold $5.00", 2*time.Second, id)))
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("context not cancelled by STOP")
+	}
+	var stop *client.StopError
+	require.ErrorAs(t, context.Cause(ctx), &stop)
+	require.Equal(t, client.StopError{Check: "cost", Reason: "cost $5.02 over kill threshold $5.00", Grace: 2 * time.Second,
+		KillEventID: id}, *stop)
 }
 
 func TestStopDirective(t *testing.T) {

@@ -81,7 +81,7 @@ func (c *Client) apply(datagram []byte) {
 // supervisor's side, the first of duplicate keys wins, lines without '=' and
 // unknown keys are ignored, and a trailing CR is trimmed.
 func parseDirective(datagram []byte) (stop *StopError, warning string) {
-	var fields struct{ stop, check, reason, grace, warning []byte }
+	var fields struct{ stop, check, reason, grace, killEventID, warning []byte }
 	for line := range bytes.SplitSeq(datagram, []byte("\n")) {
 		key, value, ok := bytes.Cut(bytes.TrimSuffix(line, []byte("\r")), []byte("="))
 		if !ok {
@@ -97,6 +97,8 @@ func parseDirective(datagram []byte) (stop *StopError, warning string) {
 			field = &fields.reason
 		case "GRACE_USEC":
 			field = &fields.grace
+		case "KILL_EVENT_ID":
+			field = &fields.killEventID
 		case "WARNING":
 			field = &fields.warning
 		default:
@@ -108,9 +110,10 @@ func parseDirective(datagram []byte) (stop *StopError, warning string) {
 	}
 	if string(fields.stop) == "1" {
 		stop = &StopError{
-			Check:  string(fields.check),
-			Reason: string(fields.reason),
-			Grace:  parseUsec(fields.grace),
+			Check:       string(fields.check),
+			Reason:      string(fields.reason),
+			Grace:       parseUsec(fields.grace),
+			KillEventID: string(fields.killEventID),
 		}
 	}
 	return stop, string(fields.warning)

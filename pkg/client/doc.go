@@ -23,11 +23,12 @@
 //
 // The supervisor answers with directives, sent back to the client's socket:
 //
-//	STOP=1, CHECK=name, REASON=text, GRACE_USEC=N   stop now
+//	STOP=1, CHECK=name, REASON=text, GRACE_USEC=N,  stop now; KILL_EVENT_ID names
+//	KILL_EVENT_ID=id                                the certificate of this kill
 //	WARNING=name: text                              a warning symptom
 //
 // [Client.Context] turns STOP into context cancellation with a [*StopError]
-// cause, and [Client.Warnings] delivers warnings. The client's socket is
+// cause (its KillEventID is the death certificate's cert_id), and [Client.Warnings] delivers warnings. The client's socket is
 // connected to the supervisor's, so the kernel refuses directives from any
 // other socket.
 //

@@ -26,6 +26,11 @@ type StopError struct {
 	Reason string
 	// Grace is how long the agent has to exit before SIGTERM.
 	Grace time.Duration
+	// KillEventID is the id of the death certificate that records this
+	// kill (its cert_id), sent as KILL_EVENT_ID: save it with partial
+	// results to find the certificate later. Empty when hermeskilld did
+	// not send one.
+	KillEventID string
 }
 
 // Error returns "hermeskilld stop: CHECK: REASON".
