@@ -13,8 +13,10 @@ import (
 const maxClients = 64
 
 // StopDirective is the directive of the ladder's cooperative stage: STOP=1,
-// the check that fired, the reason, and the grace before SIGTERM.
-func StopDirective(check, reason string, grace time.Duration) []byte {
+// the check that fired, the reason, the grace before SIGTERM and, when
+// killEventID is not empty, KILL_EVENT_ID: the id of the death
+// certificate that will record this kill.
+func StopDirective(check, reason string, grace time.Duration, killEventID string) []byte {
 	var b strings.Builder
 	b.WriteString("STOP=1\nCHECK=")
 	b.WriteString(oneLine(check))
@@ -22,6 +24,10 @@ func StopDirective(check, reason string, grace time.Duration) []byte {
 	b.WriteString(oneLine(reason))
 	b.WriteString("\nGRACE_USEC=")
 	b.WriteString(strconv.FormatInt(grace.Microseconds(), 10))
+	if killEventID != "" {
+		b.WriteString("\nKILL_EVENT_ID=")
+		b.WriteString(oneLine(killEventID))
+	}
 	return []byte(b.String())
 }
 
