@@ -100,6 +100,9 @@ func listen(tb testing.TB, auth heartbeat.Authenticator, rate int) *heartbeat.So
 // listenConfig opens a heartbeat socket with cfg, closed when the test ends.
 func listenConfig(tb testing.TB, cfg heartbeat.Config) *heartbeat.Socket {
 	tb.Helper()
+	if cfg.Poller == nil {
+		cfg.Poller = suitePoller
+	}
 	s, err := heartbeat.Listen(cfg)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { s.Close() })
@@ -146,6 +149,11 @@ func newSender(tb testing.TB, path string) *sender {
 func (s *sender) send(msg string) {
 	s.tb.Helper()
 	require.NoError(s.tb, unix.Send(s.fd, []byte(msg), 0))
+}
+
+// trySend sends one datagram without blocking, returning the error.
+func (s *sender) trySend(msg string) error {
+	return unix.Send(s.fd, []byte(msg), unix.MSG_DONTWAIT)
 }
 
 // recv returns the next delivered message, failing the test after wait.

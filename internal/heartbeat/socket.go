@@ -64,12 +64,15 @@ type Config struct {
 	Auth Authenticator
 	// Rate is the sustained datagrams/s accepted before drops; 0 = no limit.
 	Rate int
+	// Poller, when set, reads the socket along with its other sockets
+	// (see Poller); nil gives the socket a reader goroutine of its own.
+	Poller *Poller
 }
 
-// Socket is a listening heartbeat socket. Its reader goroutine starts in
-// Listen and stops in Close.
+// Socket is a listening heartbeat socket. Its reader goroutine (or its
+// poller's reading) starts in Listen and stops in Close.
 type Socket struct {
-	conn  *net.UnixConn
+	conn  *net.UnixConn // nil when a Poller reads the socket
 	path  string
 	uid   int
 	auth  *authCache
@@ -83,6 +86,13 @@ type Socket struct {
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{}
+
+	// With a Poller: the socket's descriptor, and the lock that keeps it
+	// open while a directive is sent (Close takes it exclusively).
+	poller *Poller
+	fd     int
+	fdMu   sync.RWMutex
+	closed bool // under fdMu
 }
 
 // Listen creates the socket at cfg.Path (replacing a stale socket left by a
@@ -124,16 +134,11 @@ func Listen(cfg Config) (*Socket, error) {
 	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 1<<20) != nil {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
 	}
-	c, err := net.FileConn(f)
-	if err != nil {
-		return nil, err
-	}
 	uid := cfg.UID
 	if uid < 0 {
 		uid = os.Geteuid()
 	}
 	s := &Socket{
-		conn:    c.(*net.UnixConn),
 		path:    cfg.Path,
 		uid:     uid,
 		auth:    newAuthCache(cfg.Auth),
@@ -141,7 +146,31 @@ func Listen(cfg Config) (*Socket, error) {
 		out:     make(chan *Received, queueLen),
 		clients: make(map[string]struct{}),
 		done:    make(chan struct{}),
+		fd:      -1,
 	}
+	if p := cfg.Poller; p != nil {
+		// The kernel stamps each datagram with its arrival: the poller
+		// reads in batches, and the heartbeat clock runs on arrival.
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+			return nil, os.NewSyscallError("setsockopt SO_TIMESTAMPNS", err)
+		}
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return nil, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", err)
+		}
+		s.poller, s.fd = p, dup
+		if err := p.add(s); err != nil {
+			unix.Close(dup)
+			return nil, err
+		}
+		ok = true
+		return s, nil
+	}
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, err
+	}
+	s.conn = c.(*net.UnixConn)
 	ok = true
 	go s.read()
 	return s, nil
@@ -223,7 +252,18 @@ func (s *Socket) Stats() StatsSnapshot { return s.stats.snapshot() }
 // a new Listen has bound at the same path since.
 func (s *Socket) Close() error {
 	s.closeOnce.Do(func() {
-		err := s.conn.Close()
+		var err error
+		if s.poller != nil {
+			s.poller.remove(s) // after it, the poller never reads s again
+			s.fdMu.Lock()
+			err = unix.Close(s.fd)
+			s.closed = true
+			s.fdMu.Unlock()
+			close(s.out)
+			close(s.done)
+		} else {
+			err = s.conn.Close()
+		}
 		<-s.done
 		if rmErr := os.Remove(s.path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) && err == nil {
 			err = rmErr
@@ -251,37 +291,47 @@ func (s *Socket) read() {
 			s.stats.readErrors.Add(1)
 			continue
 		}
-		now := time.Now()
-		s.stats.received.Add(1)
-		cred, drop := s.screen(flags, oob[:oobn], now)
-		// Close the descriptors passed along only now, whatever the
-		// verdict: a sender blocked on BARRIER=1 (systemd-notify) exits as
-		// soon as they are closed, and must still exist while screen
-		// authenticates it; closed first, it would often be Gone.
-		closeFDs(oob[:oobn], &s.stats)
-		if drop != nil {
-			drop.Add(1)
-			continue
+		var from string
+		if addr != nil {
+			from = addr.Name
 		}
-		r := pool.Get().(*Received)
-		if err := Parse(buf[:n], &r.Msg); err != nil {
-			s.stats.malformed.Add(1)
-			Free(r)
-			continue
-		}
-		s.stats.badFields.Add(uint64(r.Msg.BadFields))
-		r.At, r.PID, r.UID = now, int(cred.Pid), int(cred.Uid)
-		if addr != nil && addr.Name != "" {
-			r.Client = addr.Name
-			s.addClient(addr.Name)
-		}
-		select {
-		case s.out <- r:
-			s.stats.accepted.Add(1)
-		default:
-			s.stats.overflow.Add(1)
-			Free(r)
-		}
+		s.handle(buf[:n], oob[:oobn], flags, from, time.Now())
+	}
+}
+
+// handle screens, parses and delivers one datagram read at time at.
+func (s *Socket) handle(data, oob []byte, flags int, from string, at time.Time) {
+	s.stats.received.Add(1)
+	cred, drop := s.screen(flags, oob, at)
+	if drop != nil {
+		drop.Add(1) // before the close, which the sender may be waiting for
+	}
+	// Close the descriptors passed along only now, whatever the
+	// verdict: a sender blocked on BARRIER=1 (systemd-notify) exits as
+	// soon as they are closed, and must still exist while screen
+	// authenticates it; closed first, it would often be Gone.
+	closeFDs(oob, &s.stats)
+	if drop != nil {
+		return
+	}
+	r := pool.Get().(*Received)
+	if err := Parse(data, &r.Msg); err != nil {
+		s.stats.malformed.Add(1)
+		Free(r)
+		return
+	}
+	s.stats.badFields.Add(uint64(r.Msg.BadFields))
+	r.At, r.PID, r.UID = at, int(cred.Pid), int(cred.Uid)
+	if from != "" {
+		r.Client = from
+		s.addClient(from)
+	}
+	select {
+	case s.out <- r:
+		s.stats.accepted.Add(1)
+	default:
+		s.stats.overflow.Add(1)
+		Free(r)
 	}
 }
 
@@ -345,8 +395,8 @@ func closeFDs(ctl []byte, st *Stats) {
 		}
 		for i := 0; i+4 <= len(data); i += 4 {
 			fd := *(*int32)(unsafe.Pointer(&data[i]))
+			st.fdsClosed.Add(1) // first: whoever sees the close sees it counted
 			unix.Close(int(fd))
-			st.fdsClosed.Add(1)
 		}
 	}
 }

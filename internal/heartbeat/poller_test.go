@@ -1,0 +1,179 @@
+package heartbeat_test
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hermeskill/hermeskilld/internal/heartbeat"
+)
+
+// suitePoller, when set, reads every socket the tests' listen opens.
+var suitePoller *heartbeat.Poller
+
+func newPoller(tb testing.TB, interval time.Duration) *heartbeat.Poller {
+	tb.Helper()
+	p, err := heartbeat.NewPoller(interval)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { require.NoError(tb, p.Close()) })
+	return p
+}
+
+// Read by a poller, a socket keeps every promise of its own reader's.
+func TestPollerKeepsTheSocketPromises(t *testing.T) {
+	suitePoller = newPoller(t, 20*time.Millisecond)
+	defer func() { suitePoller = nil }()
+	for name, test := range map[string]func(*testing.T){
+		"delivers":               TestDeliversAuthenticatedMessage,
+		"oversize":               TestDropsOversize,
+		"malformed":              TestDropsMalformed,
+		"forged":                 TestDropsForgedSender,
+		"forged flood":           TestForgedFloodSparesRateBudget,
+		"gone":                   TestGoneSenderIsUnverifiable,
+		"passed fds":             TestClosesPassedFDs,
+		"fds of dropped":         TestClosesFDsOfDroppedDatagrams,
+		"rate":                   TestRateLimit,
+		"overflow":               TestOverflowKeepsDraining,
+		"auth before fds closed": TestAuthenticatesBeforeClosingFDs,
+		"broadcast":              TestBroadcastToBoundClient,
+		"broadcast unbound":      TestBroadcastSkipsUnboundAndForgotten,
+		"broadcast forged":       TestBroadcastSkipsForgedClient,
+		"client end to end":      TestClientEndToEnd,
+	} {
+		t.Run(name, test)
+	}
+}
+
+// A datagram read late carries its arrival time, not its reading time.
+func TestPollerStampsArrival(t *testing.T) {
+	p := newPoller(t, 400*time.Millisecond)
+	s := listenConfig(t, heartbeat.Config{Path: sockIn(t), UID: -1, GID: -1, Auth: selfOnly, Poller: p})
+	snd := newSender(t, s.Path())
+
+	snd.send("WATCHDOG=1") // read at once; the poller then rests
+	recv(t, s)
+	time.Sleep(20 * time.Millisecond) // let that batch end
+	sent := time.Now()
+	snd.send("STATUS=late")
+	r := recv(t, s)
+	read := time.Now()
+	require.Equal(t, "late", r.Msg.Status)
+	assert.Greater(t, read.Sub(sent), 200*time.Millisecond, "the second datagram waited for the next batch")
+	assert.False(t, r.At.Before(sent.Add(-time.Millisecond)), "At %v is before the send at %v", r.At, sent)
+	assert.Less(t, r.At.Sub(sent), 100*time.Millisecond, "At is the reading time, not the arrival")
+}
+
+// Sync reads what has arrived without waiting for the next batch.
+func TestPollerSync(t *testing.T) {
+	p := newPoller(t, 5*time.Second)
+	s := listenConfig(t, heartbeat.Config{Path: sockIn(t), UID: -1, GID: -1, Auth: selfOnly, Poller: p})
+	snd := newSender(t, s.Path())
+	snd.send("WATCHDOG=1")
+	recv(t, s)
+	snd.send("STATUS=now")
+	s.Sync()
+	select {
+	case r := <-s.C():
+		require.Equal(t, "now", r.Msg.Status)
+	case <-time.After(time.Second):
+		t.Fatal("Sync did not read the datagram that had arrived")
+	}
+}
+
+// Many sockets beating at once are read in a few batches, not one wake-up
+// per datagram.
+func TestPollerBatches(t *testing.T) {
+	const socks, rounds = 50, 20
+	interval := 50 * time.Millisecond
+	p := newPoller(t, interval)
+	var senders []*sender
+	var ss []*heartbeat.Socket
+	for range socks {
+		s := listenConfig(t, heartbeat.Config{Path: sockIn(t), UID: -1, GID: -1, Auth: selfOnly, Poller: p})
+		ss = append(ss, s)
+		senders = append(senders, newSender(t, s.Path()))
+	}
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				recv(t, s)
+			}
+		}()
+	}
+	began := time.Now()
+	before := p.Batches()
+	for range rounds {
+		for _, snd := range senders {
+			snd.send("WATCHDOG=1")
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	wg.Wait()
+	took := time.Since(began)
+	batches := p.Batches() - before
+	limit := uint64(took/interval) + 3
+	assert.LessOrEqual(t, batches, limit, "%d datagrams in %v took %d batches", socks*rounds, took, batches)
+}
+
+// A socket closed while datagrams keep coming is read no more; its
+// channel is closed and the file removed.
+func TestPollerClose(t *testing.T) {
+	p := newPoller(t, time.Millisecond)
+	for range 20 {
+		path := sockIn(t)
+		s, err := heartbeat.Listen(heartbeat.Config{Path: path, UID: -1, GID: -1, Auth: selfOnly, Poller: p})
+		require.NoError(t, err)
+		snd := newSender(t, path)
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					_ = snd.trySend("WATCHDOG=1")
+				}
+			}
+		}()
+		first := make(chan struct{})
+		drained := make(chan struct{})
+		go func() {
+			defer close(drained)
+			for r := range s.C() {
+				select {
+				case <-first:
+				default:
+					close(first)
+				}
+				heartbeat.Free(r)
+			}
+		}()
+		<-first // closed while datagrams flow
+		require.NoError(t, s.Close())
+		close(stop)
+		<-done
+		select {
+		case <-drained: // what was queued before Close, then the end
+		case <-time.After(wait):
+			t.Fatal("C() still open after Close")
+		}
+		_, err = os.Stat(path)
+		require.ErrorIs(t, err, os.ErrNotExist)
+	}
+}
+
+func sockIn(tb testing.TB) string {
+	dir := filepath.Join(shortTempDir(tb), "d")
+	require.NoError(tb, heartbeat.PrepareDir(dir, -1, -1))
+	return filepath.Join(dir, "n.sock")
+}
