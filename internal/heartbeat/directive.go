@@ -2,6 +2,7 @@ package heartbeat
 
 import (
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -82,19 +83,9 @@ func (s *Socket) Broadcast(payload []byte) int {
 	if len(addrs) == 0 {
 		return 0
 	}
-	rc, err := s.conn.SyscallConn()
-	if err != nil {
-		return 0
-	}
 	sent := 0
 	for _, a := range addrs {
-		var sendErr error
-		if err := rc.Write(func(fd uintptr) bool {
-			sendErr = unix.Sendto(int(fd), payload, unix.MSG_DONTWAIT, &unix.SockaddrUnix{Name: a})
-			return true
-		}); err != nil {
-			sendErr = err
-		}
+		sendErr := s.sendTo(payload, a)
 		switch {
 		case sendErr == nil:
 			sent++
@@ -109,4 +100,29 @@ func (s *Socket) Broadcast(payload []byte) int {
 		}
 	}
 	return sent
+}
+
+// sendTo sends payload to the client bound at addr without blocking.
+func (s *Socket) sendTo(payload []byte, addr string) error {
+	to := &unix.SockaddrUnix{Name: addr}
+	if s.conn == nil {
+		s.fdMu.RLock()
+		defer s.fdMu.RUnlock()
+		if s.closed {
+			return net.ErrClosed
+		}
+		return unix.Sendto(s.fd, payload, unix.MSG_DONTWAIT, to)
+	}
+	rc, err := s.conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var sendErr error
+	if err := rc.Write(func(fd uintptr) bool {
+		sendErr = unix.Sendto(int(fd), payload, unix.MSG_DONTWAIT, to)
+		return true
+	}); err != nil {
+		return err
+	}
+	return sendErr
 }
