@@ -34,6 +34,8 @@ func agentMain(mode string) int {
 		return llmAgent()
 	case "go-client", "go-client-loop":
 		return goClientAgent(mode == "go-client-loop")
+	case "beat-often":
+		return beatOftenAgent()
 	}
 	fmt.Fprintln(os.Stderr, "agent: unknown mode", mode)
 	return 2

@@ -124,6 +124,8 @@ func (r *Run) sample(c config.Checks, now time.Time) (symptoms.Sample, bool) {
 
 func (r *Run) heartbeats() heartbeat.StatsSnapshot { return r.sock.Stats() }
 
+func (r *Run) readNow() { r.sock.Sync() }
+
 // dumpSignal turns an announced DUMP_SIGNAL into a signal, refusing the
 // ones that cannot be "last words" (they would kill or stop the agent).
 func dumpSignal(name string) syscall.Signal {

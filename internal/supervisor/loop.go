@@ -40,6 +40,10 @@ type effects interface {
 	sample(checks config.Checks, now time.Time) (symptoms.Sample, bool)
 	// heartbeats are the socket's counters, for Status.
 	heartbeats() heartbeat.StatsSnapshot
+	// readNow puts what has reached the socket so far on its channel: a
+	// poller reads in batches, and a deadline must not be judged before a
+	// heartbeat that arrived in time is seen.
+	readNow()
 	emit(Event)
 }
 
@@ -123,9 +127,11 @@ func (l *loop) run() Outcome {
 			}
 			l.observe(m)
 		case <-timer.C:
-			// A heartbeat read before the deadline may still be queued:
-			// apply what is queued (each at its own receive time) first,
-			// so the timer and the heartbeat cannot race.
+			// A heartbeat that arrived before the deadline may still be
+			// unread or queued: read and apply it (each at its own
+			// arrival time) first, so the timer and the heartbeat cannot
+			// race.
+			l.eff.readNow()
 			msgs = l.drain(msgs)
 			l.handle(l.engine.Tick(l.at(time.Now())))
 		case now := <-sampleC:

@@ -70,6 +70,9 @@ type Options struct {
 	AuditHead func() *certs.AuditAnchor
 	// HeartbeatRate limits accepted datagrams per second (0: no limit).
 	HeartbeatRate int
+	// Poller, when set, reads the agent's socket with the other agents'
+	// in batches (the daemon); nil gives the socket its own reader.
+	Poller *heartbeat.Poller
 	// OnEvent receives every event of the run (audit log, metrics, the
 	// daemon's event stream). It must not block.
 	OnEvent func(Event)

@@ -115,7 +115,7 @@ func (r *Run) start() error {
 	sockPath := filepath.Join(o.SocketDir, SocketName)
 	sock, err := heartbeat.Listen(heartbeat.Config{
 		Path: sockPath, UID: uid, GID: gid,
-		Auth: heartbeat.AuthFunc(r.authenticate), Rate: o.HeartbeatRate,
+		Auth: heartbeat.AuthFunc(r.authenticate), Rate: o.HeartbeatRate, Poller: o.Poller,
 	})
 	if err != nil {
 		return fmt.Errorf("heartbeat socket: %w", err)
