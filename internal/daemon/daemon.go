@@ -26,6 +26,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/containment"
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
+	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/keeper"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/recorder"
@@ -56,7 +57,8 @@ type Daemon struct {
 	rt      *procsup.Runtime
 	cgm     *cgroup.Manager
 	kp      *keeper.Keeper
-	gw      *gateway.Gateway // nil without a gateway section
+	poller  *heartbeat.Poller // reads every agent's socket
+	gw      *gateway.Gateway  // nil without a gateway section
 	signer  *certs.Signer
 	held    *held
 	rec     *recorder.Recorder
@@ -176,6 +178,14 @@ func (d *Daemon) ControlSocket() string { return filepath.Join(d.cfg.RuntimeDir,
 // CertsDir is where certificates are written.
 func (d *Daemon) CertsDir() string { return d.certsDir }
 
+// heartbeatBatch is how often the daemon reads its agents' sockets: one
+// batch for every agent instead of a thread woken per heartbeat (with a
+// thousand agents at 1 Hz, those wake-ups were most of the daemon's CPU).
+// Heartbeats keep their arrival time and a deadline reads what has
+// arrived before it is judged, so detection is not delayed; other
+// messages (READY, PROGRESS, STATUS…) are seen up to this much later.
+const heartbeatBatch = 50 * time.Millisecond
+
 // Service is work the daemon runs for its whole life beside its agents
 // (the outbox's delivery, the control plane's directive poller, the
 // metrics endpoint). Run returns when ctx ends; an error it returns before
@@ -214,8 +224,14 @@ func (d *Daemon) Run(ctx context.Context, services ...Service) error {
 		return err
 	}
 	d.kp = kp
+	if d.poller, err = heartbeat.NewPoller(heartbeatBatch); err != nil {
+		_ = kp.Close()
+		_ = stopServer()
+		return err
+	}
 	w, err := d.watch()
 	if err != nil {
+		_ = d.poller.Close()
 		_ = kp.Close()
 		_ = stopServer()
 		return err
@@ -337,6 +353,11 @@ func (d *Daemon) shutdown(why string, stopServer func() error, stopServices func
 		<-s.done
 	}
 	d.tasks.Wait()
+	if d.poller != nil {
+		if err := d.poller.Close(); err != nil {
+			d.log.Warn("heartbeat poller", zap.Error(err))
+		}
+	}
 	if err := d.kp.Close(); err != nil {
 		d.log.Warn("keeper", zap.Error(err))
 	}
@@ -381,7 +402,7 @@ func (d *Daemon) startRun(s *slot, a *config.Agent) (agentRun, error) {
 		Agent: a, Runtime: d.rt, Cgroups: d.cgm, Keeper: d.kp, SocketDir: filepath.Join(d.socketsDir, a.ID),
 		Credential: cred, StdoutSink: logw, StderrSink: logw,
 		CertsDir: d.certsDir, Signer: d.signer, AuditHead: supervisor.AuditHead(d.rec.Audit), HeartbeatRate: rate,
-		Gateway: d.gw,
+		Gateway: d.gw, Poller: d.poller,
 		OnEvent: d.rec.Event, Log: d.log,
 	})
 	if err != nil {
