@@ -17,8 +17,14 @@ import (
 // wakes a thread: with a thousand agents beating at 1 Hz the daemon spent
 // most of its CPU on the context switches (and on the Go scheduler's
 // monitor thread, which polls the network without sleep while events keep
-// coming). A batch every interval costs a few wake-ups per interval
-// whatever the number of agents.
+// coming). The poller looks once per interval, whatever the number of
+// agents and heartbeats.
+//
+// It looks with a non-blocking epoll_wait(2) on a timer, rather than
+// waiting for the descriptors to be ready: waiting in epoll_wait, a thread
+// is in a long system call that the runtime's monitor keeps retaking (and
+// polls more often for); waiting through the runtime's own poller, every
+// datagram wakes a thread even while nobody reads.
 //
 // Reading late does not move the heartbeat clock: the kernel stamps each
 // datagram when it arrives (SO_TIMESTAMPNS) and Received.At is that time.
@@ -27,7 +33,6 @@ import (
 type Poller struct {
 	interval time.Duration
 	epfd     int
-	wake     int // eventfd: Close wakes the goroutine with it
 
 	mu     sync.Mutex // held while reading; guards what follows
 	socks  map[int32]*Socket
@@ -48,25 +53,18 @@ const batchPerSocket = 64
 // oobPollSize adds the arrival time to what a socket's reader expects.
 var oobPollSize = oobSize + unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{})))
 
-// NewPoller starts a poller that reads at most once per interval (0: as
-// soon as a datagram arrives).
+// NewPoller starts a poller that reads once per interval (at least 1 ms).
 func NewPoller(interval time.Duration) (*Poller, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
 	}
-	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		unix.Close(epfd)
-		return nil, os.NewSyscallError("eventfd", err)
+	if interval <= 0 {
+		interval = time.Millisecond
 	}
-	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}); err != nil {
-		unix.Close(epfd)
-		unix.Close(wake)
-		return nil, os.NewSyscallError("epoll_ctl", err)
-	}
-	p := &Poller{interval: interval, epfd: epfd, wake: wake, socks: make(map[int32]*Socket),
-		buf: make([]byte, MaxDatagram), oob: make([]byte, oobPollSize), stop: make(chan struct{}), done: make(chan struct{})}
+	p := &Poller{interval: interval, epfd: epfd, socks: make(map[int32]*Socket),
+		buf: make([]byte, MaxDatagram), oob: make([]byte, oobPollSize),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p, nil
 }
@@ -83,11 +81,8 @@ func (p *Poller) Close() error {
 	p.closed = true
 	close(p.stop)
 	p.mu.Unlock()
-	var one [8]byte
-	one[0] = 1
-	_, _ = unix.Write(p.wake, one[:])
 	<-p.done
-	return errors.Join(unix.Close(p.epfd), unix.Close(p.wake))
+	return unix.Close(p.epfd)
 }
 
 func (p *Poller) add(s *Socket) error {
@@ -110,42 +105,46 @@ func (p *Poller) remove(s *Socket) {
 	defer p.mu.Unlock()
 	if p.socks[int32(s.fd)] == s {
 		delete(p.socks, int32(s.fd))
-		_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
+		if !p.closed { // once closed, epfd may be another file's number
+			_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
+		}
 	}
 }
 
 func (p *Poller) run() {
 	defer close(p.done)
 	events := make([]unix.EpollEvent, 256)
-	pause := time.NewTimer(time.Hour)
-	pause.Stop()
-	defer pause.Stop()
+	tick := time.NewTicker(p.interval)
+	defer tick.Stop()
 	for {
-		n, err := unix.EpollWait(p.epfd, events, -1)
-		if errors.Is(err, unix.EINTR) {
-			continue
+		select {
+		case <-tick.C:
+		case <-p.stop:
+			return
 		}
-		began := time.Now()
-		p.batches.Add(1)
 		p.mu.Lock()
-		if p.closed || err != nil {
+		if p.closed {
 			p.mu.Unlock()
 			return
 		}
-		for _, ev := range events[:n] {
-			if s := p.socks[ev.Fd]; s != nil {
-				p.readLocked(s, batchPerSocket)
+		for {
+			n, err := unix.EpollWait(p.epfd, events, 0)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if n > 0 {
+				p.batches.Add(1)
+			}
+			for _, ev := range events[:max(n, 0)] {
+				if s := p.socks[ev.Fd]; s != nil {
+					p.readLocked(s, batchPerSocket)
+				}
+			}
+			if n < len(events) {
+				break // every ready socket was read
 			}
 		}
 		p.mu.Unlock()
-		if rest := p.interval - time.Since(began); rest > 0 {
-			pause.Reset(rest)
-			select {
-			case <-pause.C:
-			case <-p.stop:
-				return
-			}
-		}
 	}
 }
 
