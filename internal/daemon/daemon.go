@@ -184,7 +184,7 @@ func (d *Daemon) CertsDir() string { return d.certsDir }
 // Heartbeats keep their arrival time and a deadline reads what has
 // arrived before it is judged, so detection is not delayed; other
 // messages (READY, PROGRESS, STATUS…) are seen up to this much later.
-const heartbeatBatch = 50 * time.Millisecond
+const heartbeatBatch = 100 * time.Millisecond
 
 // Service is work the daemon runs for its whole life beside its agents
 // (the outbox's delivery, the control plane's directive poller, the

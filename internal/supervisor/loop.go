@@ -110,10 +110,12 @@ func (l *loop) run() Outcome {
 	timer.Stop()
 	defer timer.Stop()
 	var sampleC <-chan time.Time
-	if iv := sampleInterval(l.a.Checks); iv > 0 {
-		t := time.NewTicker(iv)
-		defer t.Stop()
-		sampleC = t.C
+	var sampleT *time.Timer
+	iv := sampleInterval(l.a.Checks)
+	if iv > 0 {
+		sampleT = time.NewTimer(untilTick(time.Now(), iv))
+		defer sampleT.Stop()
+		sampleC = sampleT.C
 	}
 	msgs, exited := l.msgs, l.exited
 	var ladder <-chan escalate.Result
@@ -135,6 +137,7 @@ func (l *loop) run() Outcome {
 			msgs = l.drain(msgs)
 			l.handle(l.engine.Tick(l.at(time.Now())))
 		case now := <-sampleC:
+			sampleT.Reset(untilTick(time.Now(), iv))
 			if s, ok := l.eff.sample(l.a.Checks, now); ok {
 				l.sample = s
 				l.handle(l.engine.ObserveSample(s, l.at(now)))
@@ -353,6 +356,14 @@ func (l *loop) finish(res *escalate.Result) Outcome {
 func engineConfig(a *config.Agent, metered bool) symptoms.Config {
 	return symptoms.Config{Checks: a.Checks, StopTimeout: a.Escalation.TermGrace, Shadow: a.Mode == config.ModeShadow,
 		Metered: metered}
+}
+
+// untilTick is how long from now to the next multiple of iv on the wall
+// clock. Every agent's samples fall on the same instants, so that a
+// daemon with a thousand agents wakes once per interval for all of them,
+// not a thousand times.
+func untilTick(now time.Time, iv time.Duration) time.Duration {
+	return now.Truncate(iv).Add(iv).Sub(now)
 }
 
 // idleSampling is how much less often the tree is measured when no kernel

@@ -33,7 +33,7 @@ type Client struct {
 
 	mu        sync.Mutex // guards the fields below, and serialises sends
 	fd        int
-	file      *os.File           // owns fd; the directive reader blocks in its Read
+	wake      int                // eventfd: Close wakes the directive reader with it; -1 when none
 	peer      *unix.SockaddrUnix // the supervisor
 	self      *unix.SockaddrUnix // the client's own (autobound) address
 	connected bool
@@ -96,7 +96,14 @@ func New(addr string) (*Client, error) {
 	c := newClient()
 	c.supervised = true
 	c.fd, c.peer, c.self, c.connected = fd, peer, self, true
-	c.file = os.NewFile(uintptr(fd), addr) // registers the nonblocking fd with the runtime poller
+	// The directive reader waits in poll(2) for input only. Not through
+	// the runtime's poller: that registers the socket for write space
+	// too, and every heartbeat the supervisor reads would then wake this
+	// process (and cost the supervisor that wake-up).
+	if c.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		unix.Close(fd)
+		return nil, os.NewSyscallError("eventfd", err)
+	}
 	c.stopped, c.stop = context.WithCancelCause(context.Background())
 	c.readerDone = make(chan struct{})
 	go c.readDirectives()
@@ -107,6 +114,7 @@ func newClient() *Client {
 	return &Client{
 		epoch:    time.Now(), // the creation counts as activity
 		fd:       -1,
+		wake:     -1,
 		now:      time.Now,
 		buf:      make([]byte, 0, 2*maxText+256),
 		warnings: make(chan string, warningsBuffer),
@@ -186,9 +194,16 @@ func (c *Client) Close() error {
 
 	close(c.done)
 	var err error
-	if c.file != nil {
-		err = c.file.Close() // wakes the reader, which then returns
+	if c.wake >= 0 {
+		var one [8]byte
+		one[0] = 1
+		_, _ = unix.Write(c.wake, one[:]) // wakes the reader, which then returns
 		<-c.readerDone
+		c.mu.Lock() // no send is using fd
+		err = unix.Close(c.fd)
+		c.fd = -1
+		c.mu.Unlock()
+		unix.Close(c.wake)
 	}
 	close(c.warnings)
 	return err

@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
-	"os"
+	"golang.org/x/sys/unix"
 	"strconv"
 	"syscall"
 	"time"
@@ -46,18 +45,35 @@ func (c *Client) Warnings() <-chan string { return c.warnings }
 func (c *Client) readDirectives() {
 	defer close(c.readerDone)
 	buf := make([]byte, maxDirective)
+	fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN}, {Fd: int32(c.wake), Events: unix.POLLIN}}
 	for {
-		n, err := c.file.Read(buf) // one datagram per read
-		switch {
-		case err == nil:
-			c.apply(buf[:n])
-		case err == io.EOF: // an empty datagram
-		case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
-			// A pending socket error, reported once: keep reading.
-		case errors.Is(err, os.ErrClosed):
-			return
-		default:
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
 			return // unexpected; never spin on it
+		}
+		if fds[1].Revents != 0 {
+			return // Close
+		}
+		for {
+			n, _, err := unix.Recvfrom(c.fd, buf, unix.MSG_DONTWAIT)
+			switch {
+			case err == nil:
+				if n > 0 { // an empty datagram carries nothing
+					c.apply(buf[:n])
+				}
+				continue
+			case err == unix.EINTR:
+				continue
+			case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+				// A pending socket error, reported once: keep reading.
+				continue
+			}
+			break // EAGAIN: all read; or unexpected, and poll says again
+		}
+		if fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 && fds[0].Revents&unix.POLLIN == 0 {
+			return // the socket is unusable; never spin on it
 		}
 	}
 }
