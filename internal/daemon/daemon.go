@@ -219,6 +219,9 @@ func (d *Daemon) Run(ctx context.Context, services ...Service) error {
 	// Before any agent starts: should the daemon die, even by SIGKILL,
 	// the keeper kills every process of every agent.
 	kp, err := keeper.Start(keeper.Options{Runtime: d.rt, Cgroups: d.cgm, Log: d.log})
+	if err == nil {
+		err = kp.Ready()
+	}
 	if err != nil {
 		_ = stopServer()
 		return err

@@ -73,29 +73,51 @@ type Keeper struct {
 	closed  bool
 	starts  int
 
+	first    chan struct{} // closed once the first keeper process is started, or failed to
+	firstErr error         // why it failed; set before first is closed
+
 	stop chan struct{}
 	done chan struct{}
 }
 
-// Start starts a keeper. The caller starts no agent before it returns.
+// Start starts a keeper process in the background, so that the caller's
+// own preparations overlap with it. The caller starts no agent before
+// Ready returns nil.
 func Start(o Options) (*Keeper, error) {
 	if o.Runtime == nil {
 		return nil, errors.New("keeper: no runtime")
 	}
 	k := &Keeper{o: o, log: o.Log, kick: make(chan struct{}, 1), runs: make(map[uint64]*Run),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		first: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	if k.log == nil {
 		k.log = zap.NewNop()
 	}
-	if err := k.spawn(); err != nil {
-		return nil, err
-	}
-	go k.loop()
+	go func() {
+		k.firstErr = k.spawn()
+		close(k.first)
+		if k.firstErr != nil {
+			close(k.done)
+			return
+		}
+		k.loop()
+	}()
 	return k, nil
+}
+
+// Ready waits for the keeper process to be running and returns the error
+// that kept it from starting. Until it returns nil, a SIGKILL of
+// hermeskilld would leave an agent's processes behind: start none before.
+func (k *Keeper) Ready() error {
+	if k == nil {
+		return nil
+	}
+	<-k.first
+	return k.firstErr
 }
 
 // PID is the live keeper's pid, 0 while there is none.
 func (k *Keeper) PID() int {
+	<-k.first
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.proc == nil {
@@ -259,12 +281,16 @@ func (k *Keeper) Close() error {
 	case <-k.done:
 	case <-timer.C:
 		// The writer is blocked on a keeper that does not read.
+		k.mu.Lock()
+		proc = k.proc
+		k.mu.Unlock()
 		_ = proc.Signal(syscall.SIGKILL)
 		<-k.done
 		return fmt.Errorf("disarm keeper: pid %d did not read its pipe for %s; killed it", proc.PID(), closeWait)
 	}
 	k.mu.Lock()
 	w, pending := k.w, append(k.pending, "disarm\n"...)
+	proc = k.proc
 	k.w = nil
 	k.mu.Unlock()
 	if w == nil {

@@ -144,10 +144,14 @@ func (r *Run) start() error {
 		r.grant = o.Gateway.Grant(a.ID, r.meters)
 		env = append(slices.DeleteFunc(env, llmEnv), r.grant.Env()...)
 	}
+	// Before the fork, the keeper must run: should we die at any moment
+	// from then on, it kills the agent's processes.
+	if err := o.Keeper.Ready(); err != nil {
+		return fmt.Errorf("%w (it kills the agent's processes should hermeskilld die; without it they could outlive a SIGKILL)", err)
+	}
 	if r.cg == nil {
-		// Before the fork: should we die at any moment from now on, the
-		// keeper finds the agent's processes by the socket every one of
-		// them inherits in its environment.
+		// It finds them by the socket every one of them inherits in its
+		// environment.
 		r.guard = o.Keeper.Guard(procsup.EnvSocket, sockPath)
 	}
 	proc, err := o.Runtime.Start(procsup.Spec{
