@@ -154,7 +154,8 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT,
 		syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
-	defer signal.Stop(sigs)
+	// No signal.Stop: it waits for the signal goroutine to be idle (half a
+	// millisecond of every exit), and the process ends with this run.
 
 	var signer *certs.Signer
 	if f.signingKey != "" {
