@@ -29,7 +29,7 @@ type MemberFunc func(uid, gid int, group string) (bool, error)
 // groups; membership is therefore the user's as the database says, not the
 // process's (a process that dropped a group still counts as a member).
 func InGroup(uid, gid int, group string) (bool, error) {
-	g, err := user.LookupGroup(group)
+	g, err := lookupGroup(group)
 	if err != nil {
 		var unknown user.UnknownGroupError
 		if errors.As(err, &unknown) {
@@ -53,6 +53,18 @@ func InGroup(uid, gid int, group string) (bool, error) {
 		return false, fmt.Errorf("groups of %s: %w", u.Username, err)
 	}
 	return slices.Contains(ids, g.Gid), nil
+}
+
+// lookupGroup finds a group by name, or by number when group is one (a
+// gid the group database does not list still names a group).
+func lookupGroup(group string) (*user.Group, error) {
+	if _, err := strconv.ParseUint(group, 10, 32); err == nil {
+		if g, err := user.LookupGroupId(group); err == nil {
+			return g, nil
+		}
+		return &user.Group{Gid: group, Name: group}, nil
+	}
+	return user.LookupGroup(group)
 }
 
 // CallerName is the form a caller is recorded under (Caller.Name,

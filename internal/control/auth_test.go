@@ -155,6 +155,17 @@ func TestInGroup(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok, "a missing group has no members")
 
+	// A group named by its number, as the configuration allows.
+	ok, err = control.InGroup(uid, gid, u.Gid)
+	require.NoError(t, err)
+	assert.True(t, ok, "the primary group by number")
+	ok, err = control.InGroup(uid, gid, "4000000")
+	require.NoError(t, err)
+	assert.False(t, ok, "a gid nobody has")
+	ok, err = control.InGroup(uid, 4000000, "4000000")
+	require.NoError(t, err)
+	assert.True(t, ok, "a gid the group database does not list still matches the caller's gid")
+
 	if grp, err := user.LookupGroupId("65534"); err == nil && u.Uid == "0" {
 		ok, err = control.InGroup(0, 0, grp.Name)
 		require.NoError(t, err)
