@@ -41,6 +41,13 @@ func Dir(stateDir string) string { return filepath.Join(stateDir, "outbox") }
 //
 // Errors: those of Open, prefixed "control_plane: ".
 func FromConfig(cp *config.ControlPlane, stateDir string, log *zap.Logger, onStats func(Stats)) (*Link, error) {
+	if cp.TokenFile != "" {
+		// Refused at start rather than sent: a token others can read is
+		// a token others can use.
+		if err := CheckTokenFile(cp.TokenFile); err != nil {
+			return nil, fmt.Errorf("control_plane: %w", err)
+		}
+	}
 	dir := Dir(stateDir)
 	ob, err := Open(Options{URL: cp.URL, TokenFile: cp.TokenFile, Dir: dir, Timeout: cp.Timeout,
 		MaxItems: cp.MaxOutbox, Log: log.Named("outbox"), OnStats: onStats})

@@ -3,6 +3,8 @@ package outbox
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -95,4 +97,18 @@ func TestLinkWithoutPolling(t *testing.T) {
 func TestLinkFromConfigError(t *testing.T) {
 	_, err := FromConfig(&config.ControlPlane{URL: "ftp://cp.example"}, t.TempDir(), zaptest.NewLogger(t), nil)
 	require.ErrorContains(t, err, "control_plane: open outbox")
+}
+
+// A token file others can read is refused at start, and says why.
+func TestLinkFromConfigRefusesExposedToken(t *testing.T) {
+	token := filepath.Join(t.TempDir(), "cp.token")
+	require.NoError(t, os.WriteFile(token, []byte("s3cret\n"), 0o644))
+	_, err := FromConfig(&config.ControlPlane{URL: "https://cp.example", TokenFile: token}, t.TempDir(), zaptest.NewLogger(t), nil)
+	require.ErrorIs(t, err, ErrTokenExposed)
+	assert.NotContains(t, err.Error(), "s3cret")
+
+	require.NoError(t, os.Chmod(token, 0o600))
+	l, err := FromConfig(&config.ControlPlane{URL: "https://cp.example", TokenFile: token}, t.TempDir(), zaptest.NewLogger(t), nil)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
 }
