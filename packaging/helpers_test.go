@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package packaging tests hermeskilld as it ships: the Debian package that
 // make deb builds, installed into this machine (TestDebInstall), and the
 // static binary as a container's entrypoint in a root that holds nothing

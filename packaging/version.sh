@@ -1,4 +1,6 @@
 #!/bin/sh
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
 # Prints the Debian upstream version of this checkout, from git:
 #   at tag v1.2.0                   1.2.0
 #   commits after tag v1.2.0        1.2.0+git20261202.1a2b3c4

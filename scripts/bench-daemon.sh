@@ -1,4 +1,6 @@
 #!/bin/bash
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
 # Figures for the daemon: RSS and CPU of the daemon with N idle
 # agents heartbeating at 1 Hz (examples/agents/tinyagent), and the time to
 # start N agents (agent files written -> all running with a heartbeat).

@@ -1,4 +1,6 @@
 #!/bin/bash
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
 # Figures for supervise: detection lateness (kill decision minus
 # heartbeat deadline), SIGKILL-to-reaped time, and `supervise -- /bin/true`
 # wall time beside `tini -s -- /bin/true`. Run from the repository root

@@ -1,3 +1,6 @@
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Python client of hermeskilld, the out-of-process kill switch for AI agents.
 
 One file, standard library only, Python >= 3.8: ``pip install ./clients/python``, or copy

@@ -1,3 +1,6 @@
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Tests of the asyncio helpers (Client.supervised_task, Client.run_heartbeat) on a real
 AF_UNIX SOCK_DGRAM socket, against the fake supervisor of test_hermeskill.
 

@@ -1,3 +1,6 @@
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Tests of the surface shared with the in-process hermeskill SDK (0.1.0a1): the module's
 checkpoint() and default client, HermeskillTerminated(reason, kill_event_id=...),
 HermeskillError, __version__.

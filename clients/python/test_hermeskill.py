@@ -1,3 +1,6 @@
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Tests of hermeskill.py against a fake supervisor: a real AF_UNIX SOCK_DGRAM socket.
 
 Run from the repository root: python3 -m unittest discover -s clients/python -v

@@ -1,3 +1,6 @@
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """Tests of the installable package: pip builds and installs it offline, without build
 isolation, and what it installs is the client with its type hints.
 

@@ -1,3 +1,6 @@
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """End-to-end tests of examples/agents/research_agent.py against a fake supervisor.
 
 Each failure mode is checked for what hermeskilld would see on the wire (or on stderr),

@@ -1,3 +1,6 @@
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """End to end: Python agents on the client under the real `hermeskilld supervise`.
 
 The documented pattern (hk.ready(); hk.start_heartbeat()) with a main thread that wedges is

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command hermeskilld is the out-of-process kill switch for AI agents: it
 // supervises agents as child processes, kills the ones that wedge, loop or
 // overspend through an escalation ladder, and writes a death certificate

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
 """An agent that stops cooperatively: on SIGINT (hermeskilld's default
 cooperative signal) it saves its work and exits 3 within the grace period.
 

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
 """An LLM agent on the standard library alone, to run behind hermeskilld's LLM gateway.
 
 It speaks OpenAI's chat-completions format with urllib, configured the way the

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
 """A research agent under hermeskilld: plan -> act -> observe, with a fake LLM and fake tools.
 
 It runs the same with and without supervision (the client is then a no-op):

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
 """A well-behaved agent: READY, then a heartbeat and a PROGRESS step every
 --interval seconds, for --steps steps, then exit 0 (or --exit CODE).
 Talks the raw sd_notify protocol, so it needs nothing but Python.

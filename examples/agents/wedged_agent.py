@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
 """A wedged agent: it says READY and beats once, then spins in pure CPU code
 ignoring SIGINT and SIGTERM -- the case an in-process watchdog cannot stop.
 

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package atomicfile writes files atomically and durably: a reader of the
 // destination path sees either the old content or the new content, never a
 // mix, an empty file or no file, and once WriteFile returns nil the new

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package audit owns hermeskilld's audit log: an append-only, hash-chained JSONL file with one
 // line per event (agent started or exited, symptom, ladder step, certificate written, operator
 // request), the anchor file that holds the chain's head outside the lines, and the verifier

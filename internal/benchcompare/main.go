@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command benchcompare (make bench-compare) measures hermeskilld side by
 // side with its peers and its floors — tini, dumb-init, coreutils
 // timeout, a bare /bin/true, an empty Go program, the harness's own fork,

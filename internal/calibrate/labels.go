@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package calibrate owns the operators' verdicts on kills and the
 // statistics drawn from them: `hermeskilld
 // certs label` records whether a certificate's kill was right, and

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package certs owns hermeskilld's death certificate: the forensic record
 // written once per death — its schema as Go types, its file (name,
 // directory, atomic write, recovery after a crash, read, listing), its

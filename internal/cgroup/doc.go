@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cgroup owns hermeskilld's cgroup v2 containment: finding a
 // hierarchy it may write to, one cgroup per agent run, and the kernel
 // interfaces that make "kill the whole tree" exact — cgroup.kill,

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config owns hermeskilld's configuration: it parses, validates and
 // defaults the daemon file (hermeskilld.yaml, see LoadDaemon) and agent files
 // (one per agent in agents_dir, and the file given to `supervise --config`,

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package containment decides how an agent's process tree is held
 // together: by a cgroup v2 cgroup of its own (package cgroup) where this
 // process may create one, or else by a process group, the subreaper and a

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package control is the daemon's operator API: HTTP/1.1 + JSON on the Unix
 // socket runtime_dir/control.sock (as Docker's API is), callers identified
 // by SO_PEERCRED, and the client the hermeskilld subcommands use.

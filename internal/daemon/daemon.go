@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package daemon is `hermeskilld daemon`: one process per agent host,
 // supervising every agent declared in agents_dir through the same
 // supervisor package `supervise` uses (a daemon of many, where supervise

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package display prepares text for an operator's terminal: what agents
 // choose (ids, STATUS, error messages, their output) and what certificates
 // and logs carry is input, and printing it must not let it drive the

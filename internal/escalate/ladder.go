@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package escalate owns how an agent dies: the escalation ladder as one
 // bounded sequence — last words, the cooperative stage (directive and
 // signal), grace, SIGTERM+SIGCONT to the tree, grace, SIGKILL to the tree,

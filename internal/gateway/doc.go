@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package gateway owns the HTTP side of hermeskilld's LLM gateway: the
 // agents' requests to their model providers go through it on loopback, so
 // that what they spend and which tools their models call are read on the

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package heartbeat owns the agent-facing side of the wire: the AF_UNIX
 // SOCK_DGRAM socket an agent sends sd_notify(3)-style messages to, the parser
 // for those messages, sender authentication by kernel credentials, and the

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package keeper makes hermeskilld fail closed: if hermeskilld dies, even
 // by SIGKILL, every process of every agent it supervised dies within a
 // second.

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metrics exports hermeskilld's Prometheus metrics:
 // symptoms, kills and their detection-to-death latency, certificates, the
 // state of every agent, heartbeat datagrams dropped, and the control plane

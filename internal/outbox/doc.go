@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package outbox delivers death certificates to the control plane at least
 // once, and pulls the control plane's kill requests ("directives") for the
 // agents this host runs.

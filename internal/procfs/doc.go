@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package procfs reads the Linux proc filesystem for hermeskilld: the stat,
 // status, cmdline, cgroup, environ and fd entries of processes, and snapshots
 // of the whole process table from which an agent's process tree is derived.

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package procsup owns the agent's processes: starting the command (in its
 // own process group, straight into its cgroup when there is one, with
 // PR_SET_PDEATHSIG so it dies with us), observing its exit through a pidfd,

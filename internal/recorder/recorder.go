@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package recorder fans a supervised agent's events out to the records
 // kept of it: the hash-chained audit log, Prometheus metrics, the
 // control-plane outbox and the daemon's event stream. supervise and the

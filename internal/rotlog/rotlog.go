@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rotlog is a size-rotated log file for an agent's output: when a
 // write would take FILE past its limit, FILE becomes FILE.1 (FILE.1 becomes
 // FILE.2, …, up to keep files) and a new FILE is started. Writes never

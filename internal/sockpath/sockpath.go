@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sockpath holds the rule every AF_UNIX socket path must meet,
 // whoever binds or connects it: it fits in struct sockaddr_un's sun_path,
 // 108 bytes on Linux including the terminating NUL (unix(7)). A longer

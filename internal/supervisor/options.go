@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package supervisor runs one agent end to end: it starts the command,
 // listens on its heartbeat socket, feeds messages and kernel samples to
 // the symptoms engine, climbs the escalation ladder when a terminal symptom

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package symptoms decides why an agent must die. It owns the symptom
 // checks, whose names are stable (config keys, certificates, metrics): it
 // turns authenticated heartbeat messages, kernel samples and the passing of

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testchild re-executes the test binary as a child process with a
 // named behaviour ("hang", "ignore-term", "escape", …), the way os/exec's
 // own tests do: process, signal and containment code is tested against

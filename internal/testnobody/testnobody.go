@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testnobody prepares what a test running as root needs to run a
 // process as another user, uid and gid 65534 (nobody): a directory that
 // user can reach, and a copy of the test binary it may execute. Root

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package client is the Go agent side of hermeskilld's heartbeat protocol.
 //
 // An agent supervised by hermeskilld finds the supervisor's socket in

@@ -1,3 +1,6 @@
+# Copyright 2026 The hermeskill Authors
+# SPDX-License-Identifier: Apache-2.0
+
 """The build backend of the hermeskill distribution: setuptools', whole, where it can build
 wheels; where it cannot, the same with a wheel build of its own.
 

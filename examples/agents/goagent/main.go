@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command goagent is a small agent that reports to hermeskilld through
 // pkg/client: it calls fake tools, reports progress and usage, beats in the
 // background, and exits cleanly (status 0) when hermeskilld or a signal

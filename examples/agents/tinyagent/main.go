@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command tinyagent is the smallest well-behaved agent: READY, then a
 // heartbeat every -interval until stopped. The daemon benchmark runs a
 // thousand of them (scripts/bench-daemon.sh).

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controltest is an in-memory control.Backend for tests of the
 // control server, its client and the operator commands. control.Backend
 // is hermeskilld's own interface, so a fake is the right double here: the

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sdktest checks the LLM gateway against the official Go SDKs of
 // the providers, openai-go and anthropic-sdk-go, configured only by the
 // environment the gateway gives an agent.

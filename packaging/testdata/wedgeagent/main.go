@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command wedgeagent is a static agent that needs nothing but its socket:
 // it says READY=1 and beats once in plain sd_notify datagrams, then
 // ignores SIGINT and SIGTERM and sleeps for ever, so only SIGKILL ends it.

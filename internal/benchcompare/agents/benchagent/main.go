@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command benchagent is the agent of make bench-compare: one small static
 // program (standard library only, built by the harness from this file)
 // whose first argument picks what it does.

@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command agent is an LLM agent built on the providers' official Go SDKs
 // and on nothing of hermeskill's: it is configured only by the environment
 // those SDKs read by default (OPENAI_BASE_URL and OPENAI_API_KEY, or
