@@ -110,7 +110,7 @@ func TestAuditVerify(t *testing.T) {
 			ls[2] = bytes.Replace(ls[2], []byte(`"memory"`), []byte(`"memorx"`), 1)
 			return ls
 		}, "line 4: edited or reordered: prev_sha256 does not match line 3"},
-		{"one byte of a middle line, JSON broken (the acceptance test's sed)", func(ls [][]byte) [][]byte {
+		{"one byte of a middle line, JSON broken (a sed edit of one byte)", func(ls [][]byte) [][]byte {
 			ls[1] = bytes.Replace(ls[1], []byte(`"`), []byte(`'`), 1)
 			return ls
 		}, "line 2: not JSON"},

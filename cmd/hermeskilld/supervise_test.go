@@ -28,7 +28,7 @@ while True:
     pass
 `
 
-// Acceptance 1: the wedged agent dies through the whole ladder, exit 137,
+// The wedged agent dies through the whole ladder, exit 137,
 // nothing left, a complete certificate, the one-line summary.
 func TestSuperviseKillsWedgedAgent(t *testing.T) {
 	dir := t.TempDir()
@@ -56,7 +56,7 @@ func TestSuperviseKillsWedgedAgent(t *testing.T) {
 	require.NotContains(t, string(mustRead(t, filepath.Join(dir, mustGlob(t, dir)))), "PATH=", "the environment is never recorded")
 }
 
-// Acceptance 2: an agent that handles SIGINT by exiting 3 is stopped in
+// An agent that handles SIGINT by exiting 3 is stopped in
 // the cooperative stage with its own status.
 func TestSuperviseCooperativeStop(t *testing.T) {
 	dir := t.TempDir()
@@ -76,7 +76,7 @@ except KeyboardInterrupt:
 	require.Less(t, r.took, 9*time.Second, "left the 10s grace as soon as the agent exited")
 }
 
-// Acceptance 3: agents that keep heartbeating — raw socket code, and
+// Agents that keep heartbeating — raw socket code, and
 // systemd-notify from a shell agent — are never killed and their exit
 // status is passed through.
 func TestSuperviseHealthyAgentsLive(t *testing.T) {
@@ -99,7 +99,7 @@ func TestSuperviseHealthyAgentsLive(t *testing.T) {
 	})
 }
 
-// Acceptance 4: SIGTERM to hermeskilld runs the ladder and leaves a manual
+// SIGTERM to hermeskilld runs the ladder and leaves a manual
 // certificate naming the signal; a second Ctrl-C goes straight to SIGKILL.
 func TestSuperviseSignalToSupervisor(t *testing.T) {
 	for _, tc := range []struct {
@@ -157,7 +157,7 @@ while True:
 	}
 }
 
-// Acceptance 5: a grandchild left behind when the main process exits is
+// A grandchild left behind when the main process exits is
 // killed and reaped; no zombie remains.
 func TestSuperviseKillsLeftovers(t *testing.T) {
 	dir := t.TempDir()
@@ -174,7 +174,7 @@ sys.exit(0)
 	noCert(t, dir)
 }
 
-// Acceptance 6: datagrams from a process outside the agent's tree are
+// Datagrams from a process outside the agent's tree are
 // not heartbeats: the agent still dies of heartbeat_timeout.
 func TestSuperviseIgnoresForeignHeartbeats(t *testing.T) {
 	dir := t.TempDir()
@@ -228,7 +228,7 @@ time.sleep(60)
 	require.EqualValues(t, 0, c["final_state"].(map[string]any)["heartbeats"], "no forged heartbeat was counted")
 }
 
-// Acceptance 7: a command that does not exist exits 127 with a clear
+// A command that does not exist exits 127 with a clear
 // message; bad flags exit 125.
 func TestSuperviseStartFailures(t *testing.T) {
 	r := hk(t, "supervise", "--certs-dir", t.TempDir(), "--", "/nonexistent")

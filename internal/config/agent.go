@@ -62,10 +62,10 @@ const (
 // Agent is one supervised agent: an agent file (daemon) or `supervise
 // --config FILE` plus flags. Every field is set: DefaultAgent supplies what
 // the file does not say. The tags are the schema (see schema.go); the
-// package documentation describes each key.
+// docs/configuration.md describes each key.
 type Agent struct {
 	ID         string            `yaml:"id" config:"nonempty,perfile"`
-	Labels     map[string]string `yaml:"labels"`                        // free-form metadata, shown by ps and in metrics
+	Labels     map[string]string `yaml:"labels"`                        // free-form metadata: selected by ps --selector, shown by status
 	Command    []string          `yaml:"command" config:"perfile"`      // argv, never run through a shell
 	User       string            `yaml:"user" config:"id"`              // name or numeric uid to run as; "" = hermeskilld's own user
 	Cwd        string            `yaml:"cwd" config:"nonempty,perfile"` // absolute working directory; "" = hermeskilld's own

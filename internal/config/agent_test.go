@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// designAgent is the agent example of the product's design, as parsed (not
-// normalized): testdata/agent/ok-design-research-bot.yaml.
-func designAgent(source string) *Agent {
+// exampleAgent is the sample agent file (examples/config) as parsed (not
+// normalized): testdata/agent/ok-example-research-bot.yaml.
+func exampleAgent(source string) *Agent {
 	return &Agent{
 		ID:        "research-bot",
 		Labels:    map[string]string{"team": "research", "model": "qwen2.5-7b"},
@@ -54,10 +54,10 @@ func designAgent(source string) *Agent {
 }
 
 func TestLoadAgentDesignExample(t *testing.T) {
-	const path = "testdata/agent/ok-design-research-bot.yaml"
+	const path = "testdata/agent/ok-example-research-bot.yaml"
 	a, err := LoadAgent(path, nil)
 	require.NoError(t, err)
-	require.Equal(t, designAgent(path), a)
+	require.Equal(t, exampleAgent(path), a)
 
 	a.Normalize()
 	require.Equal(t, 30*time.Second, a.Checks.HeartbeatTimeoutMax)
@@ -66,12 +66,12 @@ func TestLoadAgentDesignExample(t *testing.T) {
 }
 
 func TestLoadAgentDesignExampleOverDesignDefaults(t *testing.T) {
-	d, err := LoadDaemon("testdata/daemon/ok-design-hermeskilld.yaml")
+	d, err := LoadDaemon("testdata/daemon/ok-example-hermeskilld.yaml")
 	require.NoError(t, err)
-	const path = "testdata/agent/ok-design-research-bot.yaml"
+	const path = "testdata/agent/ok-example-research-bot.yaml"
 	a, err := LoadAgent(path, &d.Defaults)
 	require.NoError(t, err)
-	require.Equal(t, designAgent(path), a, "the example sets everything its defaults set")
+	require.Equal(t, exampleAgent(path), a, "the example sets everything its defaults set")
 }
 
 func TestLoadAgentOKFixtures(t *testing.T) {
@@ -593,7 +593,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestCloneIsDeep(t *testing.T) {
-	a := designAgent("x.yaml")
+	a := exampleAgent("x.yaml")
 	b := a.Clone()
 	require.Equal(t, a, b)
 	b.Labels["team"] = "other"
@@ -601,5 +601,5 @@ func TestCloneIsDeep(t *testing.T) {
 	b.Command[0] = "sh"
 	b.Checks.Memory.Kill = 1
 	b.Checks.Steps.Kill = 1
-	require.Equal(t, designAgent("x.yaml"), a)
+	require.Equal(t, exampleAgent("x.yaml"), a)
 }

@@ -28,7 +28,7 @@ const (
 // schema (see schema.go).
 type Daemon struct {
 	StateDir   string `yaml:"state_dir" config:"path"`   // certs/, audit.jsonl, outbox/ (default /var/lib/hermeskill)
-	RuntimeDir string `yaml:"runtime_dir" config:"path"` // control.sock, agents/ID.sock (default /run/hermeskill)
+	RuntimeDir string `yaml:"runtime_dir" config:"path"` // control.sock, agents/ID/notify.sock (default /run/hermeskill)
 	AgentsDir  string `yaml:"agents_dir" config:"path"`  // one YAML file per agent (default /etc/hermeskill/agents.d)
 	EstopFile  string `yaml:"estop_file" config:"path"`  // creating it kills every agent (default RuntimeDir/STOP)
 

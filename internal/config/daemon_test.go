@@ -13,7 +13,7 @@ import (
 )
 
 func TestLoadDaemonDesignExample(t *testing.T) {
-	const path = "testdata/daemon/ok-design-hermeskilld.yaml"
+	const path = "testdata/daemon/ok-example-hermeskilld.yaml"
 	d, err := LoadDaemon(path)
 	require.NoError(t, err)
 

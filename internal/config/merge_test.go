@@ -204,7 +204,7 @@ func TestSetEveryKey(t *testing.T) {
 }
 
 func TestChecksDescribe(t *testing.T) {
-	c := designAgent("x.yaml").Checks
+	c := exampleAgent("x.yaml").Checks
 	require.Equal(t, []KV{
 		{"startup_timeout", "1m"},
 		{"heartbeat_timeout", "30s"},

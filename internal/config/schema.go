@@ -46,7 +46,7 @@ import (
 //
 // Decoding (decode.go), cloning, the rules every key obeys (not negative,
 // one of its values), the description for status and the test of the
-// reference in doc.go all walk these types: nothing else lists the keys.
+// reference (docs/configuration.md, checked by doc_test.go) all walk these types: nothing else lists the keys.
 
 // field is one key of the schema.
 type field struct {

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 
 	"go.uber.org/zap"
@@ -200,9 +201,11 @@ func (d *Daemon) stopSlot(id, operator, reason string) {
 	s.stopFor(operator, reason, false)
 }
 
-// reload is SIGHUP: the daemon file again (its defaults, heartbeat rate
-// and control groups apply at once; directories, containment, metrics and
-// the control plane need a restart), then every agent file.
+// reload is SIGHUP: the daemon file again, then every agent file. The
+// file's defaults apply at once; heartbeat_rate and logs to the runs
+// started from then on; the directories, containment, metrics, signing
+// key, control groups, gateway, control plane and audit settings at the
+// next start (a warning names those that changed).
 func (d *Daemon) reload() {
 	d.log.Info("SIGHUP: reloading the configuration")
 	if d.o.ConfigPath != "" {
@@ -215,16 +218,41 @@ func (d *Daemon) reload() {
 		} else {
 			d.mu.Lock()
 			old := d.cfg
-			if nc.StateDir != old.StateDir || nc.RuntimeDir != old.RuntimeDir || nc.AgentsDir != old.AgentsDir ||
-				nc.Containment != old.Containment || nc.Metrics != old.Metrics || nc.SigningKey != old.SigningKey {
-				d.log.Warn("some daemon settings change only at the next start (directories, containment, metrics, signing_key)")
-				nc.StateDir, nc.RuntimeDir, nc.AgentsDir, nc.EstopFile = old.StateDir, old.RuntimeDir, old.AgentsDir, old.EstopFile
+			if later := atNextStart(old, nc); len(later) > 0 {
+				d.log.Warn("these daemon settings changed and apply only at the next start", zap.Strings("settings", later))
 			}
+			nc.StateDir, nc.RuntimeDir, nc.AgentsDir, nc.EstopFile = old.StateDir, old.RuntimeDir, old.AgentsDir, old.EstopFile
 			d.cfg = nc
 			d.mu.Unlock()
 		}
 	}
 	d.scanAgents(true)
+}
+
+// atNextStart names the settings that differ between old and nc and that
+// a running daemon keeps as they were.
+func atNextStart(old, nc *config.Daemon) []string {
+	var later []string
+	for _, c := range []struct {
+		name    string
+		changed bool
+	}{
+		{"state_dir", nc.StateDir != old.StateDir},
+		{"runtime_dir", nc.RuntimeDir != old.RuntimeDir},
+		{"agents_dir", nc.AgentsDir != old.AgentsDir},
+		{"containment", nc.Containment != old.Containment},
+		{"metrics", !reflect.DeepEqual(nc.Metrics, old.Metrics)},
+		{"signing_key", nc.SigningKey != old.SigningKey},
+		{"control", !reflect.DeepEqual(nc.Control, old.Control)},
+		{"gateway", !reflect.DeepEqual(nc.Gateway, old.Gateway)},
+		{"control_plane", !reflect.DeepEqual(nc.ControlPlane, old.ControlPlane)},
+		{"audit", !reflect.DeepEqual(nc.Audit, old.Audit)},
+	} {
+		if c.changed {
+			later = append(later, c.name)
+		}
+	}
+	return later
 }
 
 func (s *slot) isRemoved() bool {
