@@ -117,11 +117,12 @@ func (p *Poller) remove(s *Socket) {
 func (p *Poller) run() {
 	defer close(p.done)
 	events := make([]unix.EpollEvent, 256)
-	tick := time.NewTicker(p.interval)
-	defer tick.Stop()
+	next := time.NewTimer(p.interval)
+	defer next.Stop()
+	quiet := hotBatches + 1 // batches in a row in which no socket was busy
 	for {
 		select {
-		case <-tick.C:
+		case <-next.C:
 		case <-p.stop:
 			return
 		}
@@ -130,6 +131,7 @@ func (p *Poller) run() {
 			p.mu.Unlock()
 			return
 		}
+		busiest := 0
 		for {
 			n, err := unix.EpollWait(p.epfd, events, 0)
 			if errors.Is(err, unix.EINTR) {
@@ -140,7 +142,7 @@ func (p *Poller) run() {
 			}
 			for _, ev := range events[:max(n, 0)] {
 				if s := p.socks[ev.Fd]; s != nil {
-					p.readLocked(s, batchPerSocket)
+					busiest = max(busiest, p.readLocked(s, batchPerSocket))
 				}
 			}
 			if n < len(events) {
@@ -148,8 +150,29 @@ func (p *Poller) run() {
 			}
 		}
 		p.mu.Unlock()
+		// A socket that held more than a datagram is sending faster than
+		// a heartbeat: its kernel queue holds only net.unix.max_dgram_qlen
+		// datagrams (often 10) and its client drops what does not fit, so
+		// look again soon, until it calms down.
+		if busiest > 1 {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		if quiet <= hotBatches {
+			next.Reset(hotInterval)
+		} else {
+			next.Reset(p.interval)
+		}
 	}
 }
+
+// While a socket is busy the poller looks every hotInterval, and keeps to
+// it for hotBatches more batches once all are quiet.
+const (
+	hotInterval = 2 * time.Millisecond
+	hotBatches  = 50
+)
 
 // Sync reads what has arrived on s so far and queues it on C(), without
 // waiting for the poller's next batch. A consumer calls it before judging
@@ -167,8 +190,9 @@ func (s *Socket) Sync() {
 	}
 }
 
-// readLocked reads up to max datagrams from s; p.mu is held.
-func (p *Poller) readLocked(s *Socket, max int) {
+// readLocked reads up to max datagrams from s and returns how many it
+// read; p.mu is held.
+func (p *Poller) readLocked(s *Socket, max int) (read int) {
 	for range max {
 		n, oobn, flags, from, err := unix.Recvmsg(s.fd, p.buf, p.oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
@@ -184,7 +208,9 @@ func (p *Poller) readLocked(s *Socket, max int) {
 		}
 		oob := p.oob[:oobn]
 		s.handle(p.buf[:n], oob, flags, name, arrival(oob, time.Now(), p.interval))
+		read++
 	}
+	return read
 }
 
 // arrival is when the datagram with control messages oob arrived, on the
