@@ -57,6 +57,10 @@ type logReader struct {
 	head  io.Reader  // what was there when it was opened, up to cur's offset
 	older []*os.File // rotated files opened for head, closed at Close
 	cur   *os.File   // the live file (nil: not created yet)
+	// upto, without follow, ends the live file where it ended when the
+	// request came: the agent keeps writing, and a tail of n lines must
+	// not grow while it is read.
+	upto io.Reader
 	// draining: cur has been rotated away; read it to its end, then the
 	// files rotated after it, then the new live file.
 	draining bool
@@ -88,6 +92,9 @@ func openLog(ctx context.Context, path string, req control.LogsRequest) (*logRea
 		if _, err := cur.Seek(off, io.SeekStart); err != nil {
 			cur.Close()
 			return nil, err
+		}
+		if !req.Follow {
+			lr.upto = io.LimitReader(cur, fi.Size()-off)
 		}
 		if want >= 0 {
 			want -= lines
@@ -200,7 +207,11 @@ func (lr *logReader) Read(p []byte) (int, error) {
 			lr.older = nil
 		}
 		if lr.cur != nil {
-			n, err := lr.cur.Read(p)
+			var r io.Reader = lr.cur
+			if lr.upto != nil {
+				r = lr.upto
+			}
+			n, err := r.Read(p)
 			if n > 0 {
 				return n, nil
 			}

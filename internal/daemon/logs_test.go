@@ -173,3 +173,21 @@ func TestDaemonLogs(t *testing.T) {
 	require.Equal(t, "bye\n", string(b))
 	require.NoError(t, rd.Close())
 }
+
+// A tail is the last lines when it was asked for: what the agent writes
+// while it is read is not added (a tail of n lines never has more).
+func TestLogTailDoesNotGrowWhileRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bot.log")
+	require.NoError(t, os.WriteFile(path, []byte("a\nb\nc\n"), 0o600))
+	lr, err := openLog(context.Background(), path, control.LogsRequest{Tail: 2})
+	require.NoError(t, err)
+	defer lr.Close()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("d\ne\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	got, err := io.ReadAll(lr)
+	require.NoError(t, err)
+	require.Equal(t, "b\nc\n", string(got))
+}
