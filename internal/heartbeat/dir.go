@@ -185,9 +185,26 @@ func removeStaleRunDirs(base string, self int, exists func(pid int) bool) {
 		if err != nil || len(inside) > 1 || (len(inside) == 1 && inside[0].Name() != SocketName) {
 			continue
 		}
+		// The pid says gone, but a hermeskilld in another PID namespace
+		// sharing this directory (a container's, an unshare'd one) has
+		// pids we cannot see: a socket someone still listens on is live.
+		if listening(filepath.Join(dir, SocketName)) {
+			continue
+		}
 		os.Remove(filepath.Join(dir, SocketName))
 		os.Remove(dir)
 	}
+}
+
+// listening reports whether a datagram socket is bound at path: a connect
+// succeeds (a file that is no socket, or a socket nobody holds, refuses).
+func listening(path string) bool {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return true // cannot tell: keep it
+	}
+	defer unix.Close(fd)
+	return unix.Connect(fd, &unix.SockaddrUnix{Name: path}) == nil
 }
 
 // processExists reports whether pid has an entry in /proc, zombies

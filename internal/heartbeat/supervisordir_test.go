@@ -4,6 +4,7 @@
 package heartbeat_test
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -49,6 +50,13 @@ func TestRemoveStaleRunDirs(t *testing.T) {
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(base, "file.300"), nil, 0o600))
 	kept = append(kept, filepath.Join(base, "file.300")) // not a directory
+	// A run whose pid we cannot see (another PID namespace) but whose
+	// socket is listening is alive.
+	other := mk("elsewhere.302")
+	bound, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: filepath.Join(other, heartbeat.SocketName), Net: "unixgram"})
+	require.NoError(t, err)
+	defer bound.Close()
+	kept = append(kept, other)
 
 	heartbeat.RemoveStaleRunDirs(base, self, func(pid int) bool { return pid == live })
 	for _, p := range gone {
