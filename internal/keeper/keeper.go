@@ -287,9 +287,13 @@ func (k *Keeper) Close() error {
 		k.mu.Lock()
 		proc = k.proc
 		k.mu.Unlock()
-		_ = proc.Signal(syscall.SIGKILL)
+		if proc != nil {
+			_ = proc.Signal(syscall.SIGKILL)
+			<-k.done
+			return fmt.Errorf("disarm keeper: pid %d did not read its pipe for %s; killed it", proc.PID(), closeWait)
+		}
+		// Still starting (no agent runs before Ready): disarm it once up.
 		<-k.done
-		return fmt.Errorf("disarm keeper: pid %d did not read its pipe for %s; killed it", proc.PID(), closeWait)
 	}
 	k.mu.Lock()
 	w, pending := k.w, append(k.pending, "disarm\n"...)
