@@ -54,7 +54,7 @@ func TestDaemonFileHostProblems(t *testing.T) {
 func nobodyUser(t *testing.T) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: runs agents as uid 65534")
+		t.Skipf("the tests run as uid %d, not root: starting an agent as uid 65534 needs CAP_SETUID (run go test as root)", os.Geteuid())
 	}
 	u, err := user.LookupId(strconv.Itoa(testnobody.UID))
 	if err != nil {

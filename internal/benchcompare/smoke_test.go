@@ -64,7 +64,7 @@ func noLeftovers(t *testing.T, tmp string) {
 // process or directory behind. Figures are not checked.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts daemons and real agents for ~40s")
+		t.Skip("-short is set: this test starts daemons and real agent processes for ~40 s")
 	}
 	hk := buildHK(t)
 	tmp := t.TempDir()
@@ -99,7 +99,7 @@ func TestSmoke(t *testing.T) {
 // Ctrl-C does): it ends promptly with 130, leaving nothing behind.
 func TestSmokeInterrupt(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a daemon and real agents")
+		t.Skip("-short is set: this test starts a daemon and real agent processes")
 	}
 	hk := buildHK(t)
 	tmp := t.TempDir()

@@ -63,7 +63,7 @@ func TestNewRefusesWhatTheHostLacks(t *testing.T) {
 // the agent keeps its last good configuration.
 func TestAgentFileTheUserCannotRun(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: makes a directory only root may search, for an agent of uid 65534")
+		t.Skipf("the tests run as uid %d, not root: a daemon that starts agents as uid 65534 needs CAP_SETUID (run go test as root)", os.Geteuid())
 	}
 	nobody, err := user.LookupId(strconv.Itoa(testnobody.UID))
 	if err != nil {
