@@ -46,16 +46,19 @@ func noLeftovers(t *testing.T, tmp string) {
 	if ents, _ := filepath.Glob(filepath.Join(tmp, "hkbench-*")); len(ents) > 0 {
 		t.Errorf("temporary directories left: %v", ents)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	look := time.NewTicker(100 * time.Millisecond)
+	defer look.Stop()
+	deadline := time.After(5 * time.Second)
 	for {
 		left := leftovers(tmp)
 		if len(left) == 0 {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline:
 			t.Fatalf("processes left:\n%s", strings.Join(left, "\n"))
+		case <-look.C:
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 

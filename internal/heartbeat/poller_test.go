@@ -56,13 +56,12 @@ func TestPollerKeepsTheSocketPromises(t *testing.T) {
 
 // A datagram read late carries its arrival time, not its reading time.
 func TestPollerStampsArrival(t *testing.T) {
+	// The poller's first look is one interval after its start: a
+	// datagram sent now waits for it.
 	p := newPoller(t, 400*time.Millisecond)
 	s := listenConfig(t, heartbeat.Config{Path: sockIn(t), UID: -1, GID: -1, Auth: selfOnly, Poller: p})
 	snd := newSender(t, s.Path())
 
-	snd.send("WATCHDOG=1") // read at once; the poller then rests
-	recv(t, s)
-	time.Sleep(20 * time.Millisecond) // let that batch end
 	sent := time.Now()
 	snd.send("STATUS=late")
 	r := recv(t, s)
@@ -115,11 +114,13 @@ func TestPollerBatches(t *testing.T) {
 	}
 	began := time.Now()
 	before := p.Batches()
-	for range rounds { // each socket beats once every two intervals
+	beat := time.NewTicker(2 * interval) // each socket beats once every two intervals
+	defer beat.Stop()
+	for range rounds {
 		for _, snd := range senders {
 			snd.send("WATCHDOG=1")
 		}
-		time.Sleep(2 * interval)
+		<-beat.C
 	}
 	wg.Wait()
 	took := time.Since(began)
