@@ -38,22 +38,11 @@ func PrepareDir(dir string, uid, gid int) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	switch {
-	case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR):
-		// Refused already; lstat only words the error.
-		if fi, lerr := os.Lstat(dir); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
-			return fmt.Errorf("%s is a symbolic link: %w", dir, ErrUnsafeDir)
-		}
-		return fmt.Errorf("%s is not a directory: %w", dir, ErrUnsafeDir)
-	case err != nil:
-		return &os.PathError{Op: "open", Path: dir, Err: err}
+	fd, st, err := openDir(dir)
+	if err != nil {
+		return err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return &os.PathError{Op: "fstat", Path: dir, Err: err}
-	}
 	euid := os.Geteuid()
 	want := uid
 	if want < 0 {
@@ -119,26 +108,38 @@ func SupervisorDir(id string) (string, error) {
 // directory.
 const supervisorSubdir = "supervise"
 
+// openDir opens dir itself, never a symbolic link in its place, and
+// stats it through the descriptor.
+func openDir(dir string) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR):
+		// Refused already; lstat only words the error.
+		if fi, lerr := os.Lstat(dir); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return -1, st, fmt.Errorf("%s is a symbolic link: %w", dir, ErrUnsafeDir)
+		}
+		return -1, st, fmt.Errorf("%s is not a directory: %w", dir, ErrUnsafeDir)
+	case err != nil:
+		return -1, st, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, &os.PathError{Op: "fstat", Path: dir, Err: err}
+	}
+	return fd, st, nil
+}
+
 // checkSharedDir checks, without changing it, that dir may hold our
 // private directory: a real directory (not a symlink), owned by us or
 // root, that no one else can rename entries of (not writable by group or
 // others, unless sticky).
 func checkSharedDir(dir string) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	switch {
-	case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR):
-		if fi, lerr := os.Lstat(dir); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
-			return fmt.Errorf("%s is a symbolic link: %w", dir, ErrUnsafeDir)
-		}
-		return fmt.Errorf("%s is not a directory: %w", dir, ErrUnsafeDir)
-	case err != nil:
-		return &os.PathError{Op: "open", Path: dir, Err: err}
+	fd, st, err := openDir(dir)
+	if err != nil {
+		return err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return &os.PathError{Op: "fstat", Path: dir, Err: err}
-	}
 	if owner := int(st.Uid); owner != os.Geteuid() && owner != 0 {
 		return fmt.Errorf("%s is owned by uid %d, neither us nor root: %w", dir, owner, ErrUnsafeDir)
 	}
