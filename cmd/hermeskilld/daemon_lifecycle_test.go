@@ -37,6 +37,7 @@ func TestDaemonStopStartRestart(t *testing.T) {
 	first := d.waitState("bot", control.StateRunning)
 	loyal := d.waitState("loyal", control.StateRunning)
 	require.Eventually(t, func() bool { return len(survivors(m)) == 2 }, 20*time.Second, 20*time.Millisecond)
+	requireIgnoresSIGINT(t, first.PID)
 
 	// stop: the ladder, a certificate naming the operator, no quarantine;
 	// policy never keeps it down.
@@ -93,7 +94,7 @@ func TestDaemonStopStartRestart(t *testing.T) {
 	require.Equal(t, control.StateRunning, res.State)
 	require.NotZero(t, res.PID)
 	require.NotEqual(t, first.PID, res.PID)
-	require.Eventually(t, func() bool { return pidAlive(res.PID) }, 10*time.Second, 20*time.Millisecond)
+	requireIgnoresSIGINT(t, res.PID) // else restart's SIGINT could end it before its handler is set
 	r = d.ctl("start", "bot")
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "already running")
@@ -235,4 +236,24 @@ escalation: {coop_grace: 200ms, term_grace: 2s}
 	res = h.wait(t)
 	require.Equal(t, exitFailure, res.code)
 	require.Contains(t, res.stderr, "the daemon closed the stream")
+}
+
+// requireIgnoresSIGINT waits until the sleeper agent pid has run its first
+// line, signal.signal(SIGINT, SIG_IGN): until then a cooperative stop ends
+// it at once, and the ladder stops short of SIGTERM.
+func requireIgnoresSIGINT(t *testing.T, pid int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return false
+		}
+		for line := range strings.Lines(string(data)) {
+			if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+				mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+				return err == nil && mask&(1<<(int(syscall.SIGINT)-1)) != 0
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "agent %d never set SIGINT to be ignored", pid)
 }

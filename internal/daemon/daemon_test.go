@@ -312,3 +312,32 @@ func TestStatusWhileAgentsStop(t *testing.T) {
 		}
 	})
 }
+
+// A shutdown that comes while an agent's run is being started (its
+// process forked, the run not yet the slot's) still stops that run: the
+// slot does not wait for ever on a run nobody stops, nor the daemon's
+// shutdown on the slot.
+func TestShutdownDuringAStart(t *testing.T) {
+	d, f := newTestDaemon(t)
+	starting, gate := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	d.starter = func(s *slot, a *config.Agent) (agentRun, error) {
+		first.Do(func() { close(starting) })
+		<-gate
+		return f.start(s, a)
+	}
+	writeAgent(t, d, "bot", "restart: {policy: always}\n")
+	<-starting
+	slots := d.sortedSlots()
+	require.Len(t, slots, 1)
+	slots[0].stopFor("daemon-shutdown", "hermeskilld is shutting down", true)
+	close(gate)
+	select {
+	case <-slots[0].done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slot still waits on the run started during the shutdown")
+	}
+	runs := f.of("bot")
+	require.Len(t, runs, 1)
+	require.EqualValues(t, 1, runs[0].killed.Load(), "the run started during the shutdown was stopped")
+}

@@ -46,15 +46,17 @@ type slot struct {
 	exited    bool   // exited and the policy does not restart it
 	removed   bool   // its file is gone: stop and end
 	shutdown  bool   // the daemon is stopping
-	lastExit  string
-	lastCert  string
-	runs      int
-	waiters   []chan control.KillResult
-	killedBy  *control.Quarantine // a manual kill in flight
-	revoking  bool                // that kill is a standing revocation's
-	stopBy    *operatorStop       // an operator's stop or restart in flight
-	starters  []chan startOutcome // operators waiting for the next start
-	logw      io.Closer           // the run's output log
+	// who removed or shut down, and why: for a run that was starting then
+	endBy, endWhy string
+	lastExit      string
+	lastCert      string
+	runs          int
+	waiters       []chan control.KillResult
+	killedBy      *control.Quarantine // a manual kill in flight
+	revoking      bool                // that kill is a standing revocation's
+	stopBy        *operatorStop       // an operator's stop or restart in flight
+	starters      []chan startOutcome // operators waiting for the next start
+	logw          io.Closer           // the run's output log
 }
 
 func newSlot(d *Daemon, a *config.Agent) *slot {
@@ -88,6 +90,15 @@ func (s *slot) loop() {
 		r := s.start()
 		if r == nil {
 			continue
+		}
+		// A stopFor that came while the run was starting found none to
+		// stop: stop this one, or the slot would wait on it for ever (and
+		// the daemon's shutdown with it). Killing twice is harmless.
+		s.mu.Lock()
+		ending, by, why := s.removed || s.shutdown, s.endBy, s.endWhy
+		s.mu.Unlock()
+		if ending {
+			r.Kill(by, why)
 		}
 		<-r.Done()
 		s.ended(r.Wait())
@@ -351,6 +362,7 @@ func (s *slot) stopFor(operator, reason string, shutdown bool) {
 	} else {
 		s.removed = true
 	}
+	s.endBy, s.endWhy = operator, reason
 	r := s.run
 	s.mu.Unlock()
 	if r != nil {
