@@ -90,22 +90,9 @@ start: a quarantine by ` + "`hermeskilld release ID`" + `, the e-stop by
 		Args:              exactlyOneID,
 		ValidArgsFunction: completeAgentIDs(&f.ctl),
 		RunE: func(c *cobra.Command, args []string) error {
-			ctx, stop := interruptible(c.Context())
-			defer stop()
-			cl := f.ctl.client()
-			defer cl.Close()
-			res, err := cl.Start(ctx, control.StartRequest{ID: args[0]})
-			if err != nil {
-				return stopWaitError(err, cl.Path())
-			}
-			if f.asJSON {
-				if err := writeJSONOut(c.OutOrStdout(), res); err != nil {
-					return err
-				}
-				return notStarted(res, true)
-			}
-			printAction(c.OutOrStdout(), "start", res, true)
-			return notStarted(res, false)
+			return f.startRun(c, "start", func(ctx context.Context, cl *control.Client) (control.ActionResult, error) {
+				return cl.Start(ctx, control.StartRequest{ID: args[0]})
+			})
 		},
 	}
 	f.ctl.addTo(c)
@@ -128,22 +115,9 @@ it is not started again and the command fails, saying so.`,
 		Example: `  hermeskilld restart research-bot --reason "new model weights"`,
 		Args:    exactlyOneID,
 		RunE: func(c *cobra.Command, args []string) error {
-			ctx, stop := interruptible(c.Context())
-			defer stop()
-			cl := f.ctl.client()
-			defer cl.Close()
-			res, err := cl.Restart(ctx, control.RestartRequest{ID: args[0], Reason: f.reason})
-			if err != nil {
-				return stopWaitError(err, cl.Path())
-			}
-			if f.asJSON {
-				if err := writeJSONOut(c.OutOrStdout(), res); err != nil {
-					return err
-				}
-				return notStarted(res, true)
-			}
-			printAction(c.OutOrStdout(), "restart", res, true)
-			return notStarted(res, false)
+			return f.startRun(c, "restart", func(ctx context.Context, cl *control.Client) (control.ActionResult, error) {
+				return cl.Restart(ctx, control.RestartRequest{ID: args[0], Reason: f.reason})
+			})
 		},
 		ValidArgsFunction: completeAgentIDs(&f.ctl),
 	}
@@ -151,6 +125,28 @@ it is not started again and the command fails, saying so.`,
 	c.Flags().StringVar(&f.reason, "reason", "", "why (optional): recorded in the certificate and the audit log")
 	c.Flags().BoolVar(&f.asJSON, "json", false, "print the daemon's answer as JSON")
 	return c
+}
+
+// startRun asks the daemon for a new run with call (start, restart) and
+// prints its answer; it fails when no run was started.
+func (f *lifecycleFlags) startRun(c *cobra.Command, verb string,
+	call func(context.Context, *control.Client) (control.ActionResult, error)) error {
+	ctx, stop := interruptible(c.Context())
+	defer stop()
+	cl := f.ctl.client()
+	defer cl.Close()
+	res, err := call(ctx, cl)
+	if err != nil {
+		return stopWaitError(err, cl.Path())
+	}
+	if f.asJSON {
+		if err := writeJSONOut(c.OutOrStdout(), res); err != nil {
+			return err
+		}
+		return notStarted(res, true)
+	}
+	printAction(c.OutOrStdout(), verb, res, true)
+	return notStarted(res, false)
 }
 
 // exactlyOneID is cobra.ExactArgs(1) with a message that says what is
