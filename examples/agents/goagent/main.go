@@ -44,9 +44,12 @@ func run(args []string) int {
 	}
 	defer hk.Close()
 
-	// SIGINT is hermeskilld's default cooperative signal; SIGTERM its next step.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// SIGINT is hermeskilld's default cooperative signal; SIGTERM its next
+	// step. The handlers stay until the process exits (no stop()): the
+	// directive and the signal of a cooperative stop come together, and a
+	// signal that arrives while we wind down must not find its default
+	// action (death by SIGINT) back in place.
+	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	ctx = hk.Context(ctx)
 	go hk.Heartbeat(ctx, 0)
 	go func() {
