@@ -98,7 +98,11 @@ bench:
 bench-compare:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	CGO_ENABLED=$(CGO) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$tmp/hermeskilld ./cmd/hermeskilld && \
-	$(GO) run ./internal/benchcompare -hk $$tmp/hermeskilld $(BENCH_FLAGS)
+	CGO_ENABLED=$(CGO) $(GO) build -trimpath -o $$tmp/launchfloor ./internal/benchcompare/agents/launchfloor && \
+	env -u CGO_ENABLED $(GO) build -o $$tmp/hermeskilld-dynamic ./cmd/hermeskilld && \
+	env -u CGO_ENABLED $(GO) build -o $$tmp/launchfloor-dynamic ./internal/benchcompare/agents/launchfloor && \
+	$(GO) run ./internal/benchcompare -hk $$tmp/hermeskilld -floor $$tmp/launchfloor \
+		-hk-dynamic $$tmp/hermeskilld-dynamic -floor-dynamic $$tmp/launchfloor-dynamic $(BENCH_FLAGS)
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -129,6 +129,18 @@ func (b *bench) launchRows() ([]Row, []string) {
 		{name: "empty Go program (floor)", argv: []string{b.empty}},
 		{name: "`hermeskilld version`", argv: []string{b.cfg.hk, "version"}},
 	}
+	// The launch floor: hermeskilld's packages initialised, a keeper
+	// exec'd, /bin/true forked, exec'd and reaped, nothing else. Also
+	// both as a plain `go build` links them (dynamically, where gcc is).
+	if b.cfg.floor != "" {
+		all = append(all, &cand{name: nameFloor, argv: []string{b.cfg.floor, trueBin}})
+	}
+	if b.cfg.hkDyn != "" {
+		all = append(all, &cand{name: nameDyn, argv: []string{b.cfg.hkDyn, "supervise", "--certs-dir", certs, "--", trueBin}})
+	}
+	if b.cfg.floorDyn != "" {
+		all = append(all, &cand{name: nameFloorDyn, argv: []string{b.cfg.floorDyn, trueBin}})
+	}
 	var cands []*cand
 	for _, c := range all {
 		if c.argv[0] != "" {
@@ -180,6 +192,7 @@ func (b *bench) launchRows() ([]Row, []string) {
 	bare := med["`/bin/true` (bare)"]
 	tini, haveTini := med["`tini -s -- /bin/true`"]
 	empty := med["empty Go program (floor)"]
+	floors := map[string]string{"`hermeskilld supervise -- /bin/true`": nameFloor, nameDyn: nameFloorDyn}
 	for i := range rows {
 		name := all[i].name
 		m, ok := med[name]
@@ -192,7 +205,7 @@ func (b *bench) launchRows() ([]Row, []string) {
 		case "`hermeskilld supervise -- /bin/true`":
 			if haveTini {
 				ratio := Ratio(m, tini)
-				rows[i].Versus = fmtRatio(ratio) + " vs tini"
+				rows[i].Versus = fmtRatio(ratio) + " vs tini" + overFloor(m, med, floors[name])
 				rows[i].Target = "≤ ×2.0 vs tini"
 				rows[i].OK = checkLE(ratio, 2.0)
 			} else {
@@ -208,13 +221,30 @@ func (b *bench) launchRows() ([]Row, []string) {
 			rows[i].Versus = fmtRatio(Ratio(m, bare)) + " vs /bin/true"
 		default:
 			if haveTini && name != "`tini -s -- /bin/true`" {
-				rows[i].Versus = fmtRatio(Ratio(m, tini)) + " vs tini"
+				rows[i].Versus = fmtRatio(Ratio(m, tini)) + " vs tini" + overFloor(m, med, floors[name])
 			} else {
 				rows[i].Versus = fmtRatio(Ratio(m, bare)) + " vs /bin/true"
 			}
 		}
 	}
 	return rows, nil
+}
+
+// Names of the launch floor rows.
+const (
+	nameFloor    = "floor: hermeskilld's packages, a keeper exec, then fork/exec/wait `/bin/true`"
+	nameDyn      = "`hermeskilld supervise -- /bin/true`, built by a plain `go build` (dynamic)"
+	nameFloorDyn = "floor, built by a plain `go build` (dynamic)"
+)
+
+// overFloor says how much of a median m is above its launch floor's
+// (the floor row named floor), when that was measured.
+func overFloor(m float64, med map[string]float64, floor string) string {
+	f, ok := med[floor]
+	if floor == "" || !ok {
+		return ""
+	}
+	return fmt.Sprintf(" (%s over its floor)", fmtSignedMs(m-f))
 }
 
 func fileExists(p string) bool {

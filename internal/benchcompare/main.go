@@ -38,6 +38,9 @@ import (
 
 type config struct {
 	hk          string
+	floor       string // the launch floor program (agents/launchfloor), built as hk is
+	hkDyn       string // hk as a plain `go build` makes it where gcc is: dynamically linked
+	floorDyn    string // the launch floor, built the same way
 	quick       bool
 	rows        map[int]bool
 	rounds      int           // 1: launch rounds
@@ -58,6 +61,9 @@ func parseFlags(args []string, out, log io.Writer) (config, error) {
 	fs := flag.NewFlagSet("benchcompare", flag.ContinueOnError)
 	fs.SetOutput(log)
 	fs.StringVar(&c.hk, "hk", "bin/hermeskilld", "the hermeskilld binary to measure")
+	fs.StringVar(&c.floor, "floor", "", "launch: the launch floor program, built as -hk is (make bench-compare builds it)")
+	fs.StringVar(&c.hkDyn, "hk-dynamic", "", "launch: hermeskilld built by a plain `go build` with cgo (dynamically linked)")
+	fs.StringVar(&c.floorDyn, "floor-dynamic", "", "launch: the launch floor built the same way as -hk-dynamic")
 	fs.BoolVar(&c.quick, "quick", false, "fewer repetitions and shorter windows (a minute or two)")
 	rows := fs.String("rows", "1,2,3,4,5,6", "row groups to run")
 	fs.IntVar(&c.rounds, "rounds", 0, "launch: interleaved rounds (default 200, -quick 30)")
@@ -104,8 +110,13 @@ func parseFlags(args []string, out, log io.Writer) (config, error) {
 		}
 		c.rows[i] = true
 	}
-	if _, err := os.Stat(c.hk); err != nil {
-		return c, fmt.Errorf("-hk: %v (make bench-compare builds it)", err)
+	for _, f := range []struct{ name, path string }{{"hk", c.hk}, {"floor", c.floor}, {"hk-dynamic", c.hkDyn}, {"floor-dynamic", c.floorDyn}} {
+		if f.path == "" && f.name != "hk" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return c, fmt.Errorf("-%s: %v (make bench-compare builds it)", f.name, err)
+		}
 	}
 	return c, nil
 }
@@ -125,9 +136,14 @@ func run(ctx context.Context, cancel context.CancelFunc, args []string, out, log
 		fmt.Fprintln(log, "benchcompare:", err)
 		return 2
 	}
-	if cfg.hk, err = absPath(cfg.hk); err != nil {
-		fmt.Fprintln(log, "benchcompare:", err)
-		return 2
+	for _, p := range []*string{&cfg.hk, &cfg.floor, &cfg.hkDyn, &cfg.floorDyn} {
+		if *p == "" {
+			continue
+		}
+		if *p, err = absPath(*p); err != nil {
+			fmt.Fprintln(log, "benchcompare:", err)
+			return 2
+		}
 	}
 	tmp, err := os.MkdirTemp("", "hkbench-")
 	if err != nil {

@@ -70,12 +70,18 @@ func TestSmoke(t *testing.T) {
 		t.Skip("-short is set: this test starts daemons and real agent processes for ~40 s")
 	}
 	hk := buildHK(t)
+	floor := filepath.Join(t.TempDir(), "launchfloor")
+	cmd := exec.Command("go", "build", "-o", floor, "./agents/launchfloor")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the launch floor: %v\n%s", err, out)
+	}
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	var out, log bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	code := run(ctx, cancel, []string{"-hk", hk, "-quick", "-install=false",
+	code := run(ctx, cancel, []string{"-hk", hk, "-floor", floor, "-quick", "-install=false",
 		"-rounds", "5", "-ladder-rounds", "1", "-ladder-par", "1", "-agents", "5",
 		"-kill-runs", "1", "-n", "20", "-window", "2s", "-ingest-window", "1s"}, &out, &log, false)
 	t.Logf("log:\n%s", log.String())
@@ -91,6 +97,9 @@ func TestSmoke(t *testing.T) {
 		if !strings.Contains(s, "| "+g+" |") {
 			t.Errorf("no row of group %q", g)
 		}
+	}
+	if !strings.Contains(s, "| "+nameFloor+" fork → reaped |") {
+		t.Error("no launch floor row")
 	}
 	if strings.Contains(s, "FAILED") {
 		t.Error("a row failed")
