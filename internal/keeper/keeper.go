@@ -66,6 +66,9 @@ type Keeper struct {
 	o   Options
 	log *zap.Logger
 
+	// wmu is held while writing to w: one writer at a time, so lines
+	// reach the keeper in the order they were queued. Taken before mu.
+	wmu     sync.Mutex
 	mu      sync.Mutex
 	w       *os.File // write end of the pipe to the live keeper; nil while none
 	proc    *procsup.Process
@@ -107,15 +110,59 @@ func Start(o Options) (*Keeper, error) {
 	return k, nil
 }
 
-// Ready waits for the keeper process to be running and returns the error
-// that kept it from starting. Until it returns nil, a SIGKILL of
-// hermeskilld would leave an agent's processes behind: start none before.
+// Ready waits for the keeper process to be running and to have been
+// written everything it was told so far (the cgroups, Guard's runs), and
+// returns the error that kept it from that. Until it returns nil, a
+// SIGKILL of hermeskilld would leave an agent's processes behind: start
+// none before. A keeper that died and is not running again yet is an
+// error: an agent started then would be guarded by nobody.
 func (k *Keeper) Ready() error {
 	if k == nil {
 		return nil
 	}
 	<-k.first
-	return k.firstErr
+	if k.firstErr != nil {
+		return k.firstErr
+	}
+	return k.flush(true)
+}
+
+// flush writes everything queued to the live keeper, in order, and
+// returns once the pipe holds it. A line only queued when we are
+// SIGKILLed never reaches the keeper, so what must be known before a fork
+// is flushed by the caller (Ready, Spawned) rather than left to the loop.
+// With no keeper running, nothing is written (a new one is told the whole
+// state when it starts); need makes that an error. A write that fails
+// (a keeper that died, or one that read nothing for closeWait) puts back
+// what it did not write, unless the keeper was replaced meanwhile.
+func (k *Keeper) flush(need bool) error {
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
+	k.mu.Lock()
+	w, buf := k.w, k.pending
+	if w == nil {
+		k.mu.Unlock()
+		if need {
+			return errors.New("keeper: none running (it died and is being restarted)")
+		}
+		return nil
+	}
+	k.pending = nil
+	k.mu.Unlock()
+	if len(buf) == 0 {
+		return nil
+	}
+	_ = w.SetWriteDeadline(time.Now().Add(closeWait))
+	n, err := w.Write(buf)
+	if err == nil {
+		return nil
+	}
+	k.mu.Lock()
+	if k.w == w {
+		k.pending = append(buf[n:], k.pending...)
+	}
+	k.mu.Unlock()
+	return fmt.Errorf("keeper pid %d: %w", k.PID(), err)
 }
 
 // PID is the live keeper's pid, 0 while there is none.
@@ -212,10 +259,9 @@ func (k *Keeper) queueLocked(line string) {
 // died. It is the only writer of the pipe.
 func (k *Keeper) loop() {
 	defer close(k.done)
-	var buf []byte
 	for {
 		k.mu.Lock()
-		proc, w := k.proc, k.w
+		proc := k.proc
 		k.mu.Unlock()
 		select {
 		case <-k.stop:
@@ -225,16 +271,24 @@ func (k *Keeper) loop() {
 			continue
 		case <-k.kick:
 		}
-		k.mu.Lock()
-		buf, k.pending = append(buf[:0], k.pending...), k.pending[:0]
-		k.mu.Unlock()
-		if len(buf) > 0 {
-			// Blocks while the keeper's pipe is full; a keeper that died
-			// meanwhile makes it fail with EPIPE, and Done says so.
-			_, _ = w.Write(buf)
+		if loopHook != nil && !loopHook() {
+			continue
+		}
+		// A keeper that died meanwhile fails it with EPIPE, and Done
+		// says so; one that reads nothing for closeWait keeps what it
+		// was not written, tried again at once.
+		if err := k.flush(false); err != nil && !errors.Is(err, syscall.EPIPE) {
+			select {
+			case k.kick <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
+
+// loopHook, when set (by tests), runs before each of the loop's writes;
+// false skips the write.
+var loopHook func() bool
 
 // restart replaces a keeper that died while we run.
 func (k *Keeper) restart(dead *procsup.Process) {
@@ -295,6 +349,8 @@ func (k *Keeper) Close() error {
 		// Still starting (no agent runs before Ready): disarm it once up.
 		<-k.done
 	}
+	k.wmu.Lock() // after any Spawned still writing
+	defer k.wmu.Unlock()
 	k.mu.Lock()
 	w, pending := k.w, append(k.pending, "disarm\n"...)
 	proc = k.proc
@@ -313,17 +369,19 @@ func (k *Keeper) Close() error {
 	return nil
 }
 
-// abandon closes the pipe as our death would, without disarming: tests
-// use it to play hermeskilld's SIGKILL.
+// abandon closes the pipe as our death would: without disarming, and
+// without writing what is still queued (a SIGKILL writes nothing more).
+// Tests use it to play hermeskilld's SIGKILL.
 func (k *Keeper) abandon() {
 	k.mu.Lock()
 	k.closed = true
 	k.mu.Unlock()
 	close(k.stop)
 	<-k.done
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	_, _ = k.w.Write(k.pending)
 	k.w.Close()
 	k.w = nil
 }
@@ -341,7 +399,8 @@ type Run struct {
 
 // Guard starts guarding a run before its main process is started: its
 // processes carry key=value in their environment (the agent's heartbeat
-// socket).
+// socket). Call Ready after it and before the fork: Ready makes sure the
+// keeper has been written the run.
 func (k *Keeper) Guard(key, value string) *Run {
 	if k == nil {
 		return nil
@@ -361,9 +420,13 @@ func (r *Run) Spawned(pid int, start uint64) {
 		return
 	}
 	r.k.mu.Lock()
-	defer r.k.mu.Unlock()
 	r.pgid, r.start = pid, start
 	r.k.queueLocked(fmt.Sprintf("group %d %d %d\n", r.n, pid, start))
+	r.k.mu.Unlock()
+	// Written now, not by the loop: the keeper kills the group by it
+	// should we die the next moment. A failure is the loop's to retry
+	// (or the restarted keeper's, told everything).
+	_ = r.k.flush(false)
 }
 
 // Member records a process seen in the run's tree.

@@ -57,6 +57,7 @@ func start(t *testing.T, cg *cgroup.Manager) *Keeper {
 	k, err := Start(Options{Runtime: rt, Cgroups: cg, Log: zaptest.NewLogger(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = k.Close() })
+	require.NoError(t, k.Ready(), "no agent starts before Ready")
 	return k
 }
 
@@ -94,6 +95,46 @@ func TestDeathKillsProcessGroupRun(t *testing.T) {
 	k.abandon()
 	dead(t, pids...)
 	require.True(t, testchild.Alive(other.P.PID()), "a process of no guarded run is left alone")
+}
+
+// What the keeper must know before a fork reaches it by the time Ready
+// (the cgroups, a run's marker) or Spawned (the run's group) returns,
+// not whenever the loop gets to write it: a SIGKILL of hermeskilld right
+// after the fork writes nothing more. Here the loop writes nothing at
+// all, so only those writes can reach the keeper.
+func TestToldBeforeTheFork(t *testing.T) {
+	loopHook = func() bool { return false }
+	defer func() { loopHook = nil }() // after abandon: the loops have ended
+	t.Run("process group", func(t *testing.T) {
+		k, err := Start(Options{Runtime: rt, Log: zaptest.NewLogger(t)})
+		require.NoError(t, err)
+		value := "/run/hermeskill/test.told/notify.sock"
+		run := k.Guard(marker, value)
+		require.NoError(t, k.Ready())
+		c := testchild.Start(t, rt, "fork-tree", procsup.Spec{Env: []string{marker + "=" + value}}, "3")
+		run.Spawned(c.P.PID(), startTicks(t, c.P.PID()))
+		for _, pid := range c.PIDs {
+			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+		}
+		k.abandon()
+		dead(t, append([]int{c.P.PID()}, c.PIDs...)...)
+	})
+	t.Run("cgroup", func(t *testing.T) {
+		m, err := cgroup.Detect(cgroup.Options{})
+		if errors.Is(err, cgroup.ErrUnavailable) {
+			t.Skipf("needs a writable cgroup v2 hierarchy: %v", err)
+		}
+		require.NoError(t, err)
+		k, err := Start(Options{Runtime: rt, Cgroups: m, Log: zaptest.NewLogger(t)})
+		require.NoError(t, err)
+		g, err := m.Create("keeper-told")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = g.Remove() })
+		require.NoError(t, k.Ready())
+		c := testchild.Start(t, rt, "fork-tree", procsup.Spec{CgroupFD: g.FD()}, "3")
+		k.abandon()
+		dead(t, append([]int{c.P.PID()}, c.PIDs...)...)
+	})
 }
 
 // A clean exit disarms the keeper: nothing is killed, the keeper exits.

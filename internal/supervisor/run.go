@@ -147,15 +147,16 @@ func (r *Run) start() error {
 		r.grant = o.Gateway.Grant(a.ID, r.meters)
 		env = append(slices.DeleteFunc(env, llmEnv), r.grant.Env()...)
 	}
-	// Before the fork, the keeper must run: should we die at any moment
-	// from then on, it kills the agent's processes.
+	if r.cg == nil {
+		// The keeper finds them by the socket every one of them inherits
+		// in its environment.
+		r.guard = o.Keeper.Guard(procsup.EnvSocket, sockPath)
+	}
+	// Before the fork, the keeper must run and have been told this run
+	// (or its cgroups): should we die at any moment from then on, it
+	// kills the agent's processes.
 	if err := o.Keeper.Ready(); err != nil {
 		return fmt.Errorf("%w (it kills the agent's processes should hermeskilld die; without it they could outlive a SIGKILL)", err)
-	}
-	if r.cg == nil {
-		// It finds them by the socket every one of them inherits in its
-		// environment.
-		r.guard = o.Keeper.Guard(procsup.EnvSocket, sockPath)
 	}
 	proc, err := o.Runtime.Start(procsup.Spec{
 		Argv: a.Command, Env: env, Dir: a.Cwd,
