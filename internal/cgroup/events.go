@@ -41,7 +41,12 @@ func waitEvents(ctx context.Context, dir string, start func() error, done func(m
 		return os.NewSyscallError("inotify_init1", err)
 	}
 	f := os.NewFile(uintptr(fd), "inotify")
-	defer f.Close()
+	// Closed off the caller's path: the kernel tears an inotify instance
+	// down synchronously (fsnotify waits for its marks to be destroyed,
+	// an SRCU grace period), 5-15 ms here, which every freeze before an
+	// autopsy and every wait of the ladder would otherwise add to when
+	// the next signal goes out.
+	defer func() { go f.Close() }()
 	if _, err := unix.InotifyAddWatch(fd, name, unix.IN_MODIFY); err != nil {
 		return &fs.PathError{Op: "inotify_add_watch", Path: name, Err: err}
 	}
