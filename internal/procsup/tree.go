@@ -368,9 +368,23 @@ const killPasses = 100
 // processes cannot fork any more).
 func (t *Tree) KillTree() (int, string, error) {
 	if t.cg != nil {
-		m, _ := t.members() // for the count only; cgroup.kill needs no list
+		// The list is for the count and the record only: cgroup.kill
+		// needs none, so it is read in one pass before the kill and each
+		// process's start time after it (the forensics never delay the
+		// kill; a dying process keeps its stat until reaped, and one
+		// already gone is recorded without).
+		pids, _ := t.cg.PIDs()
+		err := t.cg.Kill()
+		m := make(map[int]uint64, len(pids))
+		for _, pid := range pids {
+			var start uint64
+			if st, serr := t.fs.Stat(pid); serr == nil {
+				start = st.StartTimeTicks
+			}
+			m[pid] = start
+		}
 		t.noteKilled(m)
-		return len(m), "cgroup.kill", t.cg.Kill()
+		return len(pids), "cgroup.kill", err
 	}
 	seen := make(map[int]uint64)
 	for pass := 0; pass < killPasses; pass++ {
