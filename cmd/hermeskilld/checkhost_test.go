@@ -215,3 +215,19 @@ func TestSuperviseUserNeedsRoot(t *testing.T) {
 	code, out = run(own)
 	require.Equal(t, 0, code, out)
 }
+
+// An agent file with the sections only supervise takes is valid, and
+// check-config says that the daemon would refuse it.
+func TestCheckConfigNamesSuperviseOnlySections(t *testing.T) {
+	dir := shortTemp(t)
+	both := writeTestFile(t, dir, "both.yaml", "id: both\ncommand: [/bin/true]\n"+
+		"gateway: {upstreams: [openai]}\ncontrol_plane: {url: \"https://cp.example/api\"}\n")
+	r := hk(t, "check-config", both)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, both+": valid agent file for supervise --config (gateway and control_plane: the daemon refuses an agent file that sets it; its own file's section serves every agent)\n", r.stdout)
+
+	plain := writeTestFile(t, dir, "plain.yaml", "id: plain\ncommand: [/bin/true]\n")
+	r = hk(t, "check-config", plain)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, plain+": valid agent file\n", r.stdout)
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -182,7 +183,19 @@ func checkFile(path string, forceAgent bool) (kind, note string, err error) {
 	if err := a.CheckHost(nil); err != nil {
 		return "", "", err
 	}
-	return "agent", "", nil
+	var only []string
+	if a.Gateway.On() {
+		only = append(only, "gateway")
+	}
+	if a.ControlPlane != nil {
+		only = append(only, "control_plane")
+	}
+	if len(only) > 0 {
+		// Valid for supervise --config; the daemon would refuse the file.
+		note = fmt.Sprintf(" for supervise --config (%s: the daemon refuses an agent file that sets it; its own file's section serves every agent)",
+			strings.Join(only, " and "))
+	}
+	return "agent", note, nil
 }
 
 // checkDaemonFile checks a valid daemon file as the daemon does when it
