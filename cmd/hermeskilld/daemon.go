@@ -79,6 +79,7 @@ listens and pings the watchdog from its main loop.`,
 				return &exitError{code: exitUsage, err: err}
 			}
 			m.SetSource(d.MetricsSamples)
+			m.SetAuditSource(d.AuditLosses)
 			// Services are the daemon's: it runs them and stops them in
 			// its shutdown, after the control server, before the agents
 			// (a certificate of the shutdown waits in the durable outbox

@@ -300,6 +300,8 @@ checks: {heartbeat_timeout: 300ms}
 		`hermeskill_agents{state="quarantined"} 1`,
 		`hermeskill_certificates_written_total 1`,
 		`hermeskill_kill_seconds_count 1`,
+		`hermeskill_audit_events_lost_total{reason="queue_full"} 0`,
+		`hermeskill_audit_events_lost_total{reason="write_failed"} 0`,
 	} {
 		require.Contains(t, text, want)
 	}

@@ -253,6 +253,9 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	if cp != nil {
 		cp.run.Store(r)
 	}
+	if m != nil && rec.Audit != nil {
+		m.SetAuditSource(func() (uint64, uint64) { return rec.Audit.Failed(), rec.Audit.Dropped() })
+	}
 	if m != nil {
 		m.SetSource(func() []metrics.AgentSample {
 			st := r.Status()

@@ -16,6 +16,7 @@ type Async struct {
 	ch      chan Event
 	onErr   func(error)
 	dropped atomic.Uint64
+	failed  atomic.Uint64
 	done    chan struct{}
 
 	mu     sync.RWMutex // Close against Append: no send on a closed channel
@@ -33,8 +34,11 @@ func NewAsync(l *Log, queue int, onErr func(error)) *Async {
 func (a *Async) run() {
 	defer close(a.done)
 	for ev := range a.ch {
-		if err := a.l.Append(ev); err != nil && a.onErr != nil {
-			a.onErr(err)
+		if err := a.l.Append(ev); err != nil {
+			a.failed.Add(1)
+			if a.onErr != nil {
+				a.onErr(err)
+			}
 		}
 	}
 }
@@ -62,8 +66,14 @@ func (a *Async) Append(ev Event) bool {
 // queued. It never waits for the writer goroutine or the disk.
 func (a *Async) Head() (Head, bool) { return a.l.Head() }
 
-// Dropped is how many events were dropped because the queue was full.
+// Dropped is how many events were dropped because the queue was full (or
+// the log closed).
 func (a *Async) Dropped() uint64 { return a.dropped.Load() }
+
+// Failed is how many queued events the log failed to append (a full
+// disk, an unwritable file): each was reported to onErr, and is missing
+// from the log.
+func (a *Async) Failed() uint64 { return a.failed.Load() }
 
 // Close writes what is queued, then closes the log; later Appends are
 // dropped and counted. Calling it again returns the same.

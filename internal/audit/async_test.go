@@ -77,3 +77,23 @@ func TestAsyncAppendAfterClose(t *testing.T) {
 	require.False(t, a.Append(Event{Type: TypeSymptom}))
 	require.NoError(t, a.Close(), "a second Close is harmless")
 }
+
+// A queued event the log fails to append is reported and counted, and
+// the writer goes on with the next.
+func TestAsyncCountsFailedAppends(t *testing.T) {
+	l, err := Open(filepath.Join(t.TempDir(), "audit.jsonl"), Options{})
+	require.NoError(t, err)
+	var errs []error
+	a := NewAsync(l, 8, func(err error) { errs = append(errs, err) })
+	require.True(t, a.Append(Event{Type: TypeSymptom}))
+	require.True(t, a.Append(Event{})) // no type: Append refuses it
+	require.True(t, a.Append(Event{Type: TypeSymptom}))
+	require.NoError(t, a.Close()) // waits for the writer: errs is settled
+	require.Len(t, errs, 1)
+	require.ErrorIs(t, errs[0], ErrNoType)
+	require.EqualValues(t, 1, a.Failed())
+	require.Zero(t, a.Dropped())
+	head, ok := a.Head()
+	require.True(t, ok)
+	require.EqualValues(t, 2, head.Seq, "the events around the failed one were written")
+}

@@ -287,6 +287,13 @@ func (d *Daemon) agentLog(id string) (*rotlog.Writer, error) {
 	return rotlog.Open(filepath.Join(d.logsDir, id+".log"), lo.MaxBytes, lo.Keep)
 }
 
+// AuditLosses is what the audit log lost since the daemon started: events
+// whose append failed, and events dropped on a full queue (for
+// metrics.SetAuditSource).
+func (d *Daemon) AuditLosses() (failed, dropped uint64) {
+	return d.rec.Audit.Failed(), d.rec.Audit.Dropped()
+}
+
 // MetricsSamples is the per-agent state the metrics collector reads at
 // each scrape.
 func (d *Daemon) MetricsSamples() []metrics.AgentSample {

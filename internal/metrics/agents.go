@@ -67,6 +67,16 @@ func (m *Metrics) SetOutboxRejected(rejected uint64) {
 	m.state.outbox.rejected = rejected
 }
 
+// SetAuditSource sets where the audit log's losses are read at each
+// scrape: events the log failed to append, and events dropped because its
+// queue was full (audit.Async's Failed and Dropped). The series appear
+// once it has been called.
+func (m *Metrics) SetAuditSource(f func() (failed, dropped uint64)) {
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	m.state.audit = f
+}
+
 type outboxFigures struct {
 	pending, parked               int
 	delivered, failures, rejected uint64
@@ -92,6 +102,8 @@ var (
 	famFailures  = family{namespace + "_outbox_failures_total", "counter", "Failed delivery attempts (retried or parked)."}
 	famRejected  = family{namespace + "_outbox_rejected_total", "counter",
 		"Certificates not queued for delivery because the outbox was full."}
+	famAuditLost = family{namespace + "_audit_events_lost_total", "counter",
+		"Events missing from the audit log, by reason: write_failed (the append failed) or queue_full."}
 )
 
 // family names a family written at scrape time.
@@ -106,6 +118,7 @@ type stateCollector struct {
 	mu     sync.Mutex
 	source func() []AgentSample
 	outbox *outboxFigures
+	audit  func() (failed, dropped uint64)
 }
 
 func (c *stateCollector) rejected() uint64 {
@@ -117,12 +130,19 @@ func (c *stateCollector) rejected() uint64 {
 
 func (c *stateCollector) write(e *expo) {
 	c.mu.Lock()
-	source, ob := c.source, c.outbox
+	source, ob, audit := c.source, c.outbox, c.audit
 	if ob != nil {
 		copied := *ob
 		ob = &copied
 	}
 	c.mu.Unlock()
+
+	if audit != nil {
+		failed, dropped := audit()
+		e.begin(famAuditLost)
+		e.sample(famAuditLost.name, float64(dropped), "reason", "queue_full")
+		e.sample(famAuditLost.name, float64(failed), "reason", "write_failed")
+	}
 
 	if ob != nil {
 		for _, x := range []struct {

@@ -110,6 +110,7 @@ func scrapeEverything(t *testing.T) exposition {
 	}
 	m.SetOutbox(1, 1, 1, 1)
 	m.SetOutboxRejected(1)
+	m.SetAuditSource(func() (uint64, uint64) { return 1, 1 })
 
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()

@@ -285,6 +285,28 @@ hermeskill_outbox_rejected_total 7
 `), "hermeskill_outbox_rejected_total"))
 }
 
+// The audit log's losses are read from their source at each scrape, and
+// exist only once a source is set.
+func TestAuditLosses(t *testing.T) {
+	m := New(Options{})
+	n, err := gatherAndCount(m, "hermeskill_audit_events_lost_total")
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	failed, dropped := uint64(0), uint64(0)
+	m.SetAuditSource(func() (uint64, uint64) { return failed, dropped })
+	want := func(f, d int) string {
+		return fmt.Sprintf(`
+# HELP hermeskill_audit_events_lost_total Events missing from the audit log, by reason: write_failed (the append failed) or queue_full.
+# TYPE hermeskill_audit_events_lost_total counter
+hermeskill_audit_events_lost_total{reason="queue_full"} %d
+hermeskill_audit_events_lost_total{reason="write_failed"} %d
+`, d, f)
+	}
+	assert.NoError(t, gatherAndCompare(m, want(0, 0), "hermeskill_audit_events_lost_total"))
+	failed, dropped = 2, 5
+	assert.NoError(t, gatherAndCompare(m, want(2, 5), "hermeskill_audit_events_lost_total"))
+}
+
 func TestServeUntilCancelled(t *testing.T) {
 	m := New(Options{})
 	m.Observe(symptom("a", symptoms.Tokens, symptoms.Warning))
