@@ -342,6 +342,7 @@ class Client:
         self._connected = False
         self._next_connect = 0.0  # monotonic time of the next allowed connect()
         self._announce = None  # type: Optional[str]
+        self._dump_signum = None  # type: Optional[int]
         self._announce_pending = False
         self._heartbeat_thread = None  # type: Optional[threading.Thread]
         self._receiver_thread = None  # type: Optional[threading.Thread]
@@ -377,6 +378,7 @@ class Client:
         name = _register_dump_signal(dump_signal)
         if name:
             self._announce = "DUMP_SIGNAL=" + name
+            self._dump_signum = int(_signal_number(dump_signal))
         with self._lock:
             self._try_connect()
         if self._announce:
@@ -669,7 +671,27 @@ class Client:
         """How long after the work loop's last call the heartbeat vouches for it."""
         return self._watchdog if self._watchdog is not None else _WINDOW_BEATS * interval
 
+    def _leave_dump_signal_to_the_application(self) -> None:
+        """Block the dump signal in this thread, one of the client's own.
+
+        The kernel gives a process's signal to any thread that does not block it, and
+        hermeskilld freezes the agent for its autopsy just before it sends the signal, which
+        leaves every thread with a signal pending: any of them may take it once thawed.
+        faulthandler reads the other threads' frames without the GIL and can crash on one
+        that runs meanwhile (CPython issue 116008): taken by the heartbeat thread while the
+        main thread spins, the dump killed the agent instead of showing where it spun.
+        Blocked in the client's threads, the signal goes to one of the application's, which
+        does not run while it dumps.
+        """
+        if self._dump_signum is None or not hasattr(signal, "pthread_sigmask"):
+            return
+        try:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {self._dump_signum})
+        except (OSError, ValueError):
+            pass
+
     def _heartbeat_loop(self, interval: float) -> None:
+        self._leave_dump_signal_to_the_application()
         window = self._window(interval)
         next_at = time.monotonic()
         while True:
@@ -806,6 +828,7 @@ class Client:
 
     def _receive_loop(self) -> None:
         assert self._sock is not None
+        self._leave_dump_signal_to_the_application()
         sel = selectors.DefaultSelector()
         try:
             sel.register(self._sock, selectors.EVENT_READ)

@@ -922,6 +922,50 @@ class LastWordsTest(SupervisedTestCase):
         self.assertIsNone(proc.poll())
 
 
+BLOCKED_CHILD = textwrap.dedent(
+    """
+    import signal, threading, time
+    import hermeskill
+
+    def blocks_dump_signal(thread):
+        with open("/proc/self/task/%d/status" % thread.native_id) as f:
+            mask = next(int(l.split()[1], 16) for l in f if l.startswith("SigBlk:"))
+        return bool(mask >> (signal.SIGUSR2 - 1) & 1)
+
+    hk = hermeskill.Client.from_env()
+    hk.start_heartbeat(0.05)
+    names = ("hermeskill-heartbeat", "hermeskill-directives")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # each thread blocks it first thing it runs
+        ours = [t for t in threading.enumerate() if t.name in names]
+        if len(ours) == 2 and all(blocks_dump_signal(t) for t in ours):
+            break
+        time.sleep(0.01)
+    for t in sorted(threading.enumerate(), key=lambda t: t.name):
+        print(t.name, blocks_dump_signal(t))
+    """
+)
+
+
+class DumpSignalThreadTest(SupervisedTestCase):
+    @unittest.skipUnless(sys.platform.startswith("linux"), "reads /proc/self/task")
+    def test_the_clients_threads_leave_the_dump_signal_to_the_application(self):
+        # A dump taken by the heartbeat thread while the main thread runs can crash the
+        # agent (faulthandler reads the main thread's frames without the GIL); blocked in the
+        # client's threads, the signal goes to the application's.
+        env = dict(os.environ, PYTHONPATH=HERE, HERMESKILL_SOCKET=self.sup.path)
+        env.pop("NOTIFY_SOCKET", None)
+        out = subprocess.run(
+            [sys.executable, "-c", BLOCKED_CHILD], env=env, stdin=subprocess.DEVNULL,
+            capture_output=True, timeout=30, check=True,
+        ).stdout.decode()
+        self.assertEqual(
+            out.split("\n"),
+            ["MainThread False", "hermeskill-directives True", "hermeskill-heartbeat True", ""],
+            out,
+        )
+
+
 def quiet_for(testcase, sup, quiet, limit):
     """Receive until ``sup`` got nothing for ``quiet`` seconds; fail if it takes ``limit``."""
     deadline = time.monotonic() + limit
