@@ -255,8 +255,9 @@ func (k *Keeper) queueLocked(line string) {
 	}
 }
 
-// loop writes queued messages to the keeper and restarts a keeper that
-// died. It is the only writer of the pipe.
+// loop writes queued messages to the keeper (those no fork waits for:
+// the processes seen in trees, the runs that ended) and restarts a keeper
+// that died. Ready and Spawned write through the same flush.
 func (k *Keeper) loop() {
 	defer close(k.done)
 	for {
