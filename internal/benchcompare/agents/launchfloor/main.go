@@ -69,8 +69,6 @@ import (
 	_ "github.com/hermeskill/hermeskilld/internal/symptoms"
 )
 
-const keeperEnv = "LAUNCHFLOOR_KEEPER=1"
-
 func main() {
 	if len(os.Args) < 2 {
 		os.Exit(2)
@@ -78,8 +76,8 @@ func main() {
 	if os.Args[1] == "-keeper" {
 		return
 	}
-	keeper, err := os.StartProcess("/proc/self/exe", []string{os.Args[0], "-keeper"},
-		&os.ProcAttr{Env: []string{keeperEnv}})
+	// Our environment, as supervise's keeper gets it.
+	keeper, err := os.StartProcess("/proc/self/exe", []string{os.Args[0], "-keeper"}, &os.ProcAttr{})
 	if err != nil {
 		os.Exit(125)
 	}
