@@ -224,7 +224,12 @@ func TestCheckConfigNamesSuperviseOnlySections(t *testing.T) {
 		"gateway: {upstreams: [openai]}\ncontrol_plane: {url: \"https://cp.example/api\"}\n")
 	r := hk(t, "check-config", both)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, both+": valid agent file for supervise --config (gateway and control_plane: the daemon refuses an agent file that sets it; its own file's section serves every agent)\n", r.stdout)
+	require.Equal(t, both+": valid agent file for supervise --config (gateway and control_plane: the daemon refuses an agent file that sets either; its own file's sections serve every agent)\n", r.stdout)
+
+	cp := writeTestFile(t, dir, "cp.yaml", "id: cp\ncommand: [/bin/true]\ncontrol_plane: {url: \"https://cp.example/api\"}\n")
+	r = hk(t, "check-config", cp)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, cp+": valid agent file for supervise --config (control_plane: the daemon refuses an agent file that sets it; its own file's section serves every agent)\n", r.stdout)
 
 	plain := writeTestFile(t, dir, "plain.yaml", "id: plain\ncommand: [/bin/true]\n")
 	r = hk(t, "check-config", plain)

@@ -193,8 +193,12 @@ func checkFile(path string, forceAgent bool) (kind, note string, err error) {
 	}
 	if len(only) > 0 {
 		// Valid for supervise --config; the daemon would refuse the file.
-		note = fmt.Sprintf(" for supervise --config (%s: the daemon refuses an agent file that sets it; its own file's section serves every agent)",
-			strings.Join(only, " and "))
+		it, section := "it", "section serves"
+		if len(only) > 1 {
+			it, section = "either", "sections serve"
+		}
+		note = fmt.Sprintf(" for supervise --config (%s: the daemon refuses an agent file that sets %s; its own file's %s every agent)",
+			strings.Join(only, " and "), it, section)
 	}
 	return "agent", note, nil
 }
