@@ -359,10 +359,9 @@ func (b *Backend) AuditRequest(c control.Caller, method, path string, body any) 
 func (b *Backend) Stop(_ context.Context, req control.StopRequest) (control.ActionResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.calls = append(b.calls, "stop")
-	a, ok := b.agents[req.ID]
-	if !ok {
-		return control.ActionResult{}, fmt.Errorf("%w: %s", control.ErrNotFound, req.ID)
+	a, err := b.actionLocked("stop", req.ID)
+	if err != nil {
+		return control.ActionResult{}, err
 	}
 	if a.State != control.StateRunning {
 		return control.ActionResult{}, fmt.Errorf("%w: agent %s is not running (%s)", control.ErrConflict, req.ID, a.State)
@@ -376,14 +375,23 @@ func (b *Backend) Stop(_ context.Context, req control.StopRequest) (control.Acti
 	return res, nil
 }
 
+// actionLocked records a lifecycle call and finds its agent; b.mu is held.
+func (b *Backend) actionLocked(call, id string) (*control.AgentStatus, error) {
+	b.calls = append(b.calls, call)
+	a, ok := b.agents[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", control.ErrNotFound, id)
+	}
+	return a, nil
+}
+
 // Start makes an exited or failed agent running with a new pid.
 func (b *Backend) Start(_ context.Context, req control.StartRequest) (control.ActionResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.calls = append(b.calls, "start")
-	a, ok := b.agents[req.ID]
-	if !ok {
-		return control.ActionResult{}, fmt.Errorf("%w: %s", control.ErrNotFound, req.ID)
+	a, err := b.actionLocked("start", req.ID)
+	if err != nil {
+		return control.ActionResult{}, err
 	}
 	switch a.State {
 	case control.StateExited, control.StateFailed, control.StateBackoff:
@@ -399,10 +407,9 @@ func (b *Backend) Start(_ context.Context, req control.StartRequest) (control.Ac
 func (b *Backend) Restart(_ context.Context, req control.RestartRequest) (control.ActionResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.calls = append(b.calls, "restart")
-	a, ok := b.agents[req.ID]
-	if !ok {
-		return control.ActionResult{}, fmt.Errorf("%w: %s", control.ErrNotFound, req.ID)
+	a, err := b.actionLocked("restart", req.ID)
+	if err != nil {
+		return control.ActionResult{}, err
 	}
 	switch a.State {
 	case control.StateRunning:
