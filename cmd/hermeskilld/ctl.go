@@ -23,6 +23,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/display"
+	"github.com/hermeskill/hermeskilld/internal/labels"
 )
 
 // Exit statuses of the operator commands (ps, status, kill, estop, release,
@@ -83,7 +84,7 @@ type psFlags struct {
 	ctl      ctlFlags
 	asJSON   bool
 	format   string
-	selector map[string]string
+	selector labels.Flag
 	noTrunc  bool
 	quiet    bool
 }
@@ -91,18 +92,20 @@ type psFlags struct {
 func newPS() *cobra.Command {
 	f := &psFlags{}
 	c := &cobra.Command{
-		Use:   "ps [--selector K=V[,K=V]] [-q | --format wide|json] [--no-trunc]",
+		Use:   "ps [--selector SELECTOR] [-q | --format wide|json] [--no-trunc]",
 		Short: "List the daemon's agents",
 		Long: `List the agents of the running daemon: their state, main pid, uptime, the age
 of their last heartbeat, progress, reported cost, warnings, and a note that
 explains the state (why it is quarantined, the crash-loop limit, a config
 error) or, when there is none, the agent's own STATUS text.
 
---selector lists only the agents whose labels match (K=V[,K=V]: all must
-match). -q prints the ids alone, one a line, for scripts. --format wide
+--selector lists only the agents whose labels match; the daemon matches
+them, by the same rule as kill and revoke. -q prints the ids alone, one a line, for scripts. --format wide
 adds the tokens, the restarts and the labels; --format json prints the
 API's objects (times that are not known are left out, never shown as a
-zero time). The note is cut at 60 characters unless --no-trunc.`,
+zero time). The note is cut at 60 characters unless --no-trunc.
+
+` + selectorHelp + "`",
 		Example: `  hermeskilld ps
   hermeskilld ps --selector team=research --format wide
   hermeskilld ps -q --selector team=research | xargs -n1 hermeskilld restart`,
@@ -123,18 +126,18 @@ zero time). The note is cut at 60 characters unless --no-trunc.`,
 			if f.quiet && format != "" {
 				return usageError("-q prints ids alone: it takes no --format or --json")
 			}
-			for k := range f.selector {
-				if k == "" {
-					return usageError("--selector: an empty label name")
-				}
-			}
 			cl := f.ctl.client()
 			defer cl.Close()
-			agents, err := cl.List(c.Context())
+			var agents []control.AgentInfo
+			var err error
+			if f.selector.Sel.Empty() {
+				agents, err = cl.List(c.Context())
+			} else {
+				agents, err = cl.ListSelected(c.Context(), f.selector.Sel)
+			}
 			if err != nil {
 				return ctlError(err, cl.Path())
 			}
-			agents = slices.DeleteFunc(agents, func(a control.AgentInfo) bool { return !labelsMatch(a.Labels, f.selector) })
 			out := c.OutOrStdout()
 			switch {
 			case f.quiet:
@@ -153,22 +156,23 @@ zero time). The note is cut at 60 characters unless --no-trunc.`,
 	fl := c.Flags()
 	fl.BoolVar(&f.asJSON, "json", false, "print the list as JSON (as --format json)")
 	fl.StringVar(&f.format, "format", "", "wide (more columns) or json (default: the table)")
-	fl.StringToStringVar(&f.selector, "selector", nil, "only the agents with these labels (K=V[,K=V]: all must match)")
-	fl.Lookup("selector").DefValue = ""
+	addSelectorFlag(c, &f.ctl, &f.selector, "only the agents whose labels match SELECTOR")
 	fl.BoolVar(&f.noTrunc, "no-trunc", false, "do not cut the note")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print the agent ids alone")
-	_ = c.RegisterFlagCompletionFunc("selector", completeSelector(&f.ctl))
 	return c
 }
 
-// labelsMatch: every label of the selector, with its value.
-func labelsMatch(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
+// selectorHelp ends the help of every command that takes --selector.
+const selectorHelp = `SELECTOR is requirements on labels, separated by commas, all of which must
+hold: k=v (the label k is present with the value v; k= means present and
+empty), k!=v (k is absent or has another value), k (k is present), !k (k
+is absent). A repeated --selector adds requirements. A malformed selector
+is an error, never "every agent".`
+
+// addSelectorFlag gives c --selector, completed with the daemon's labels.
+func addSelectorFlag(c *cobra.Command, f *ctlFlags, sel *labels.Flag, usage string) {
+	c.Flags().Var(sel, "selector", usage)
+	_ = c.RegisterFlagCompletionFunc("selector", completeSelector(f))
 }
 
 func printPS(w io.Writer, agents []control.AgentInfo, now time.Time, wide, trunc bool) {

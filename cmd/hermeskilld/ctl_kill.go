@@ -16,12 +16,13 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/display"
+	"github.com/hermeskill/hermeskilld/internal/labels"
 )
 
 type killFlags struct {
 	ctl           ctlFlags
 	reason        string
-	selector      map[string]string
+	selector      labels.Flag
 	startedBefore string
 	noWait        bool
 	asJSON        bool
@@ -30,10 +31,10 @@ type killFlags struct {
 func newKill() *cobra.Command {
 	f := &killFlags{}
 	c := &cobra.Command{
-		Use:   "kill {ID | --selector K=V[,K=V] | --started-before TIME} --reason TEXT",
+		Use:   "kill {ID | --selector SELECTOR | --started-before TIME} --reason TEXT",
 		Short: "Kill agents through the escalation ladder",
-		Long: `Kill one agent, or every running agent that matches --selector (labels, all
-must match) and/or --started-before, through the escalation ladder: a
+		Long: `Kill one agent, or every running agent that matches --selector and/or
+--started-before, through the escalation ladder: a
 cooperative stop, SIGTERM, SIGKILL to the whole tree. Each gets a death
 certificate (trigger "manual", operator: you) and stays down (quarantined)
 until ` + "`hermeskilld release ID`" + `.
@@ -41,9 +42,12 @@ until ` + "`hermeskilld release ID`" + `.
 --reason is required: it goes into the certificates and the audit log.
 By default the command waits until the agents are dead and prints, for
 each, the stage the ladder reached and its certificate; --no-wait returns
-once the kills have begun. Interrupting the wait does not stop the kills.`,
+once the kills have begun. Interrupting the wait does not stop the kills.
+
+` + selectorHelp + "`",
 		Example: `  hermeskilld kill research-bot --reason "looping on web_search"
   hermeskilld kill --selector team=research --reason "bad model rollout"
+  hermeskilld kill --selector 'team=research,!canary' --reason "bad model rollout"
   hermeskilld kill --started-before 2h --reason "stale agents"`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error { return f.run(c, args) },
@@ -51,13 +55,11 @@ once the kills have begun. Interrupting the wait does not stop the kills.`,
 	f.ctl.addTo(c)
 	fl := c.Flags()
 	fl.StringVar(&f.reason, "reason", "", "why (required): recorded in the certificates and the audit log")
-	fl.StringToStringVar(&f.selector, "selector", nil, "kill the running agents with these labels (K=V[,K=V]: all must match)")
-	fl.Lookup("selector").DefValue = "" // not "[]" in --help
+	addSelectorFlag(c, &f.ctl, &f.selector, "kill the running agents whose labels match SELECTOR")
 	fl.StringVar(&f.startedBefore, "started-before", "", "kill the running agents started before TIME (RFC 3339, or a duration ago such as 2h)")
 	fl.BoolVar(&f.noWait, "no-wait", false, "return once the kills have begun")
 	fl.BoolVar(&f.asJSON, "json", false, "print the daemon's answer as JSON: one {id, reached, certificate, error} per agent")
 	c.ValidArgsFunction = completeAgentIDs(&f.ctl)
-	_ = c.RegisterFlagCompletionFunc("selector", completeSelector(&f.ctl))
 	return c
 }
 
@@ -79,7 +81,7 @@ func jsonKills(w io.Writer, res []control.KillResult, emptyFails bool) error {
 }
 
 func (f *killFlags) run(c *cobra.Command, args []string) error {
-	req := control.KillRequest{Selector: f.selector, Wait: !f.noWait}
+	req := control.KillRequest{Selector: f.selector.Sel, Wait: !f.noWait}
 	if len(args) == 1 {
 		req.ID = args[0]
 	}
@@ -94,7 +96,7 @@ func (f *killFlags) run(c *cobra.Command, args []string) error {
 		}
 		req.StartedBefore = t
 	}
-	byMatch := len(req.Selector) > 0 || !req.StartedBefore.IsZero()
+	byMatch := !req.Selector.Empty() || !req.StartedBefore.IsZero()
 	switch {
 	case req.ID == "" && !byMatch:
 		return usageError("name the agent to kill (ID), or select agents with --selector or --started-before")

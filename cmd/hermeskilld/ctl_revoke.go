@@ -6,8 +6,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -20,7 +18,7 @@ import (
 func newRevoke() *cobra.Command {
 	f := &killFlags{}
 	c := &cobra.Command{
-		Use:   "revoke {ID | --selector K=V[,K=V] | --started-before TIME} --reason TEXT",
+		Use:   "revoke {ID | --selector SELECTOR | --started-before TIME} --reason TEXT",
 		Short: "Standing revocation: kill matching agents, withdraw their LLM access, refuse new starts",
 		Long: `Store a standing revocation rule. Every running agent it matches is killed
 through the escalation ladder, whose first step withdraws its LLM gateway
@@ -28,14 +26,16 @@ access (its requests are refused from then on); each gets a death
 certificate. Agents the rule matches by id or by --selector are refused any
 new start (state "revoked" in ps) until the rule is lifted with
 ` + "`hermeskilld revocations lift RULE`" + `; --started-before matches runs, so it kills
-but blocks no new start. Rules survive daemon restarts and reboots.`,
+but blocks no new start. Rules survive daemon restarts and reboots.
+
+` + selectorHelp + "`",
 		Example: `  hermeskilld revoke research-bot --reason "leaked prompt injection"
   hermeskilld revoke --selector model=qwen2.5-7b --reason "model recalled"
   hermeskilld revocations
   hermeskilld revocations lift r1`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			req := control.RevokeRequest{Selector: f.selector}
+			req := control.RevokeRequest{Selector: f.selector.Sel}
 			if len(args) == 1 {
 				req.ID = args[0]
 			}
@@ -50,7 +50,7 @@ but blocks no new start. Rules survive daemon restarts and reboots.`,
 				}
 				req.StartedBefore = t
 			}
-			byMatch := len(req.Selector) > 0 || !req.StartedBefore.IsZero()
+			byMatch := !req.Selector.Empty() || !req.StartedBefore.IsZero()
 			if (req.ID == "") == !byMatch {
 				return usageError("name the agent (ID), or select agents with --selector and/or --started-before, not both")
 			}
@@ -71,11 +71,9 @@ but blocks no new start. Rules survive daemon restarts and reboots.`,
 	f.ctl.addTo(c)
 	fl := c.Flags()
 	fl.StringVar(&f.reason, "reason", "", "why (required): recorded in the certificates and the audit log")
-	fl.StringToStringVar(&f.selector, "selector", nil, "the agents with these labels (K=V[,K=V]: all must match)")
-	fl.Lookup("selector").DefValue = ""
+	addSelectorFlag(c, &f.ctl, &f.selector, "the agents whose labels match SELECTOR")
 	fl.StringVar(&f.startedBefore, "started-before", "", "the running agents started before TIME (RFC 3339, or a duration ago such as 2h)")
 	c.ValidArgsFunction = completeAgentIDs(&f.ctl)
-	_ = c.RegisterFlagCompletionFunc("selector", completeSelector(&f.ctl))
 	return c
 }
 
@@ -138,12 +136,8 @@ func ruleText(r control.Revocation) string {
 	if r.ID != "" {
 		parts = append(parts, "agent "+r.ID)
 	}
-	if len(r.Selector) > 0 {
-		var kv []string
-		for _, k := range slices.Sorted(maps.Keys(r.Selector)) {
-			kv = append(kv, k+"="+r.Selector[k])
-		}
-		parts = append(parts, "labels "+strings.Join(kv, ","))
+	if !r.Selector.Empty() {
+		parts = append(parts, "labels "+r.Selector.String())
 	}
 	if !r.StartedBefore.IsZero() {
 		parts = append(parts, "runs started before "+r.StartedBefore.UTC().Format(time.RFC3339))

@@ -320,7 +320,7 @@ func TestCtlKillPartialFailure(t *testing.T) {
 	assert.Equal(t, "agent a killed; escalation reached sigkill; certificate: /c/a.json\n"+
 		"agent c killed; escalation reached cooperative; certificate: not written (see the daemon's log)\n", r.stdout)
 	assert.Equal(t, "hermeskilld: agent b: not running; quarantined\n", r.stderr)
-	assert.Equal(t, map[string]string{"team": "research", "model": "qwen"}, got.Selector)
+	assert.Equal(t, "model=qwen,team=research", got.Selector.String())
 	assert.True(t, got.StartedBefore.Equal(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)))
 	assert.True(t, got.Wait)
 }

@@ -257,3 +257,62 @@ func requireIgnoresSIGINT(t *testing.T, pid int) {
 		return false
 	}, 10*time.Second, 10*time.Millisecond, "agent %d never set SIGINT to be ignored", pid)
 }
+
+// One selector, one rule, in every verb, against a real daemon: a missing
+// label is never an empty one. ps, kill and revoke agree on which of
+// three agents (team=a, team="", no team) each selector names, and a
+// malformed selector is refused, never read as "every agent".
+func TestDaemonSelectorOneRule(t *testing.T) {
+	m := marker(t)
+	t.Cleanup(func() { requireNoSurvivors(t, m) })
+	d := startDaemon(t, "")
+	d.writeAgent("labelled", sleeper(t, "labelled", m, "labels: {team: a}\n"))
+	d.writeAgent("blank", sleeper(t, "blank", m, "labels: {team: \"\"}\n"))
+	d.writeAgent("plain", sleeper(t, "plain", m, ""))
+	for _, id := range []string{"labelled", "blank", "plain"} {
+		d.waitState(id, control.StateRunning)
+	}
+	ps := func(sel string) string {
+		t.Helper()
+		r := d.ctl("ps", "-q", "--selector", sel)
+		require.Equal(t, 0, r.code, "ps --selector %s: %s", sel, r.stderr)
+		return strings.Join(strings.Fields(r.stdout), " ")
+	}
+	require.Equal(t, "blank", ps("team="))
+	require.Equal(t, "labelled", ps("team=a"))
+	require.Equal(t, "blank plain", ps("team!=a"))
+	require.Equal(t, "blank labelled", ps("team"))
+	require.Equal(t, "plain", ps("!team"))
+	require.Equal(t, "labelled", ps("team=a,team"))
+	r := d.ctl("ps", "-q", "--selector", "team", "--selector", "!team")
+	require.Equal(t, exitUsage, r.code, "contradictory selectors: %s", r.stdout)
+	for _, bad := range []string{"", "team=a,,x", "!", "=a", "te am"} {
+		for _, verb := range [][]string{{"ps"}, {"kill", "--reason", "x"}, {"revoke", "--reason", "x"}} {
+			r := d.ctl(append(verb, "--selector", bad)...)
+			require.Equal(t, exitUsage, r.code, "%v --selector %q: %s%s", verb, bad, r.stdout, r.stderr)
+		}
+	}
+	for _, id := range []string{"labelled", "blank", "plain"} {
+		require.Equal(t, control.StateRunning, d.agentsByID()[id].State, "%s survived every malformed selector", id)
+	}
+
+	// kill names what ps names: team= is the blank one only.
+	r = d.ctl("kill", "--selector", "team=", "--reason", "one rule", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var res []control.KillResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	require.Len(t, res, 1)
+	require.Equal(t, "blank", res[0].ID)
+	require.Equal(t, control.StateRunning, d.agentsByID()["plain"].State)
+	require.Equal(t, control.StateRunning, d.agentsByID()["labelled"].State)
+
+	// revoke team!=a: the one without a team (blank is already down) and
+	// the rule keeps it down; labelled lives.
+	r = d.ctl("revoke", "--selector", "team!=a", "--reason", "one rule")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "labels team!=a")
+	require.Contains(t, r.stdout, "plain")
+	require.NotContains(t, r.stdout, "labelled")
+	require.Eventually(t, func() bool { return d.agentsByID()["plain"].State == control.StateRevoked }, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, control.StateRunning, d.agentsByID()["labelled"].State)
+}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/labels"
 )
 
 // Mode says whether terminal symptoms are acted on (yaml: mode).
@@ -213,17 +215,14 @@ func (a *Agent) Validate(requireIDAndCommand bool) error {
 // The name patterns are compiled on first use: supervise's start-up time
 // is a product figure, and most runs never validate a label.
 var (
-	idRE       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$`) })
-	envNameRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
-	labelKeyRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./-]{0,62}$`) })
+	idRE      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$`) })
+	envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 )
 
 // reservedEnv are set by hermeskilld for the child: its heartbeat socket,
 // its id and the systemd names a notify library reads. An agent file
 // cannot override them.
 var reservedEnv = []string{"HERMESKILL_SOCKET", "HERMESKILL_AGENT_ID", "NOTIFY_SOCKET", "WATCHDOG_USEC"}
-
-const maxLabelValue = 256
 
 // problems are what is wrong with a, in the order of the schema: the rules
 // of its own keys, then those every key obeys, then those between keys.
@@ -257,10 +256,10 @@ func (a *Agent) problems(requireIDAndCommand bool) []problem {
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.Labels)) {
 		switch {
-		case !labelKeyRE().MatchString(k):
-			add("labels", "labels."+k, "%q is not a valid label name (up to 63 letters, digits, '_', '.', '/', '-', starting with a letter or '_')", k)
-		case len(a.Labels[k]) > maxLabelValue:
-			add("labels."+k, "", "longer than %d bytes", maxLabelValue)
+		case !labels.ValidKey(k):
+			add("labels", "labels."+k, "%q is not a valid label name (%s)", k, labels.KeyRule)
+		case len(a.Labels[k]) > labels.MaxValue:
+			add("labels."+k, "", "longer than %d bytes", labels.MaxValue)
 		}
 	}
 	ps = append(ps, schemaProblems(reflect.ValueOf(a).Elem(), "")...)

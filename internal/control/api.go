@@ -24,6 +24,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/labels"
 )
 
 // APIVersion is the version of the wire format, the prefix of every path.
@@ -179,11 +181,11 @@ type Quarantine struct {
 // ID, Selector or StartedBefore (Selector and StartedBefore combine) must
 // be set. Operator is filled by the server from the caller's credentials.
 type KillRequest struct {
-	ID            string            `json:"id,omitempty"`
-	Selector      map[string]string `json:"selector,omitempty"` // label=value, all must match
-	StartedBefore time.Time         `json:"started_before,omitzero"`
-	Reason        string            `json:"reason"` // required
-	Operator      string            `json:"operator,omitempty"`
+	ID            string          `json:"id,omitempty"`
+	Selector      labels.Selector `json:"selector,omitzero"` // see internal/labels: team=a,env!=prod,gpu,!spot
+	StartedBefore time.Time       `json:"started_before,omitzero"`
+	Reason        string          `json:"reason"` // required
+	Operator      string          `json:"operator,omitempty"`
 	// Wait: return once the agents are dead and their certificates are
 	// written (bounded by their ladders), instead of once the kills began.
 	Wait bool `json:"wait"`
@@ -211,22 +213,22 @@ type EstopRequest struct {
 // (alone or with Selector), must be set; StartedBefore matches runs, so it
 // kills but blocks no new start.
 type RevokeRequest struct {
-	ID            string            `json:"id,omitempty"`
-	Selector      map[string]string `json:"selector,omitempty"`
-	StartedBefore time.Time         `json:"started_before,omitzero"`
-	Reason        string            `json:"reason"` // required
-	Operator      string            `json:"operator,omitempty"`
+	ID            string          `json:"id,omitempty"`
+	Selector      labels.Selector `json:"selector,omitzero"`
+	StartedBefore time.Time       `json:"started_before,omitzero"`
+	Reason        string          `json:"reason"` // required
+	Operator      string          `json:"operator,omitempty"`
 }
 
 // Revocation is a standing revocation, persisted across restarts.
 type Revocation struct {
-	Rule          string            `json:"rule"` // "r1", "r2", …
-	ID            string            `json:"id,omitempty"`
-	Selector      map[string]string `json:"selector,omitempty"`
-	StartedBefore time.Time         `json:"started_before,omitzero"`
-	Reason        string            `json:"reason"`
-	Operator      string            `json:"operator,omitempty"`
-	Since         time.Time         `json:"since"`
+	Rule          string          `json:"rule"` // "r1", "r2", …
+	ID            string          `json:"id,omitempty"`
+	Selector      labels.Selector `json:"selector,omitzero"`
+	StartedBefore time.Time       `json:"started_before,omitzero"`
+	Reason        string          `json:"reason"`
+	Operator      string          `json:"operator,omitempty"`
+	Since         time.Time       `json:"since"`
 }
 
 // RevokeResult is what a revocation stored and killed.

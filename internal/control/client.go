@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/labels"
 )
 
 // Where the client finds the control socket.
@@ -121,6 +123,16 @@ func (c *Client) Info(ctx context.Context) (DaemonInfo, error) {
 func (c *Client) List(ctx context.Context) ([]AgentInfo, error) {
 	var v []AgentInfo
 	return v, c.do(ctx, http.MethodGet, "/v1/agents", nil, &v)
+}
+
+// ListSelected is GET /v1/agents?selector=S: the agents whose labels the
+// daemon finds match sel (which must not be empty).
+func (c *Client) ListSelected(ctx context.Context, sel labels.Selector) ([]AgentInfo, error) {
+	if sel.Empty() {
+		return nil, fmt.Errorf("%w: an empty selector", ErrBadInput)
+	}
+	var v []AgentInfo
+	return v, c.do(ctx, http.MethodGet, "/v1/agents?selector="+url.QueryEscape(sel.String()), nil, &v)
 }
 
 // Status is GET /v1/agents/{id}.

@@ -10,11 +10,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/labels"
 )
 
 // The endpoints, under /v1/. Each changing one validates its request,
@@ -25,8 +28,18 @@ func (s *Server) info(w http.ResponseWriter, _ *http.Request, _ Caller) error {
 	return writeJSON(w, s.b.Info())
 }
 
-func (s *Server) list(w http.ResponseWriter, _ *http.Request, _ Caller) error {
-	return writeJSON(w, nonNil(s.b.List()))
+// list is GET /v1/agents[?selector=S]: the selector is matched here, by
+// the daemon, with the one rule every verb uses (internal/labels).
+func (s *Server) list(w http.ResponseWriter, r *http.Request, _ Caller) error {
+	agents := s.b.List()
+	if q, ok := r.URL.Query()["selector"]; ok {
+		sel, err := labels.Parse(strings.Join(q, ","))
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+		agents = slices.DeleteFunc(agents, func(a AgentInfo) bool { return !sel.Matches(a.Labels) })
+	}
+	return writeJSON(w, nonNil(agents))
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request, _ Caller) error {
@@ -51,7 +64,7 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, c Caller) error {
 	req.Operator = c.Name
 	s.b.AuditRequest(c, r.Method, r.URL.Path, req)
 	s.log.Info("kill requested", zap.String("caller", c.Name), zap.Int("pid", c.PID), zap.String("id", req.ID),
-		zap.Any("selector", req.Selector), zap.Time("started_before", req.StartedBefore),
+		zap.Stringer("selector", req.Selector), zap.Time("started_before", req.StartedBefore),
 		zap.String("reason", req.Reason), zap.Bool("wait", req.Wait))
 	res, err := s.b.Kill(r.Context(), req)
 	if err != nil {
@@ -246,7 +259,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request, c Caller) error 
 	req.Operator = c.Name
 	s.b.AuditRequest(c, r.Method, r.URL.Path, req)
 	s.log.Info("revocation requested", zap.String("caller", c.Name), zap.Int("pid", c.PID),
-		zap.String("id", req.ID), zap.Any("selector", req.Selector), zap.Time("started_before", req.StartedBefore))
+		zap.String("id", req.ID), zap.Stringer("selector", req.Selector), zap.Time("started_before", req.StartedBefore))
 	res, err := s.b.Revoke(r.Context(), req)
 	if err != nil {
 		return err
@@ -364,17 +377,12 @@ func checkReason(reason string) error {
 
 // checkSelection: exactly one of ID or Selector/StartedBefore.
 func checkSelection(req KillRequest) error {
-	byMatch := len(req.Selector) > 0 || !req.StartedBefore.IsZero()
+	byMatch := !req.Selector.Empty() || !req.StartedBefore.IsZero()
 	switch {
 	case req.ID == "" && !byMatch:
 		return fmt.Errorf("%w: give an agent id, a selector or started_before", ErrBadInput)
 	case req.ID != "" && byMatch:
 		return fmt.Errorf("%w: give an agent id or a selector/started_before, not both", ErrBadInput)
-	}
-	for k := range req.Selector {
-		if k == "" {
-			return fmt.Errorf("%w: empty label name in the selector", ErrBadInput)
-		}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/labels"
 )
 
 func TestReadEndpoints(t *testing.T) {
@@ -91,10 +92,10 @@ func TestKillEstopRelease(t *testing.T) {
 	_, err = c.Kill(ctx, control.KillRequest{ID: "nope", Reason: "x"})
 	require.ErrorIs(t, err, control.ErrNotFound)
 
-	res, err = c.Kill(ctx, control.KillRequest{Selector: map[string]string{"team": "ops"}, Reason: "ops down"})
+	res, err = c.Kill(ctx, control.KillRequest{Selector: labels.MustParse("team=ops"), Reason: "ops down"})
 	require.NoError(t, err)
 	assert.Equal(t, []control.KillResult{{ID: "beta"}}, res, "without Wait, no stage or certificate")
-	res, err = c.Kill(ctx, control.KillRequest{Selector: map[string]string{"team": "ops"}, Reason: "none left"})
+	res, err = c.Kill(ctx, control.KillRequest{Selector: labels.MustParse("team=ops"), Reason: "none left"})
 	require.NoError(t, err)
 	assert.NotNil(t, res)
 	assert.Empty(t, res)
@@ -130,9 +131,8 @@ func TestBadRequests(t *testing.T) {
 		"long reason":  {ID: "alpha", Reason: strings.Repeat("x", 5000)},
 		"no selection": {Reason: "x"},
 		"id and selector": {ID: "alpha", Reason: "x",
-			Selector: map[string]string{"team": "research"}},
+			Selector: labels.MustParse("team=research")},
 		"id and started_before": {ID: "alpha", Reason: "x", StartedBefore: t0},
-		"empty label":           {Reason: "x", Selector: map[string]string{"": "v"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := c.Kill(ctx, req)
@@ -179,6 +179,19 @@ func TestRawHTTP(t *testing.T) {
 	assert.Equal(t, 400, code, "one object only")
 	code, _ = do("POST", "/v1/kill", `{"id":"alpha","reason":"`+strings.Repeat("x", 2<<20)+`"}`)
 	assert.Equal(t, 413, code)
+	// Selectors on the wire: strict, never "match all".
+	for _, sel := range []string{`{"":"v"}`, `"team=a,,b=c"`, `"!"`, `"=v"`, `"team=a,team=b"`, `"te am=x"`, `7`, `["team=a"]`} {
+		code, body = do("POST", "/v1/kill", `{"reason":"x","selector":`+sel+`}`)
+		assert.Equal(t, 400, code, "selector %s: %s", sel, body)
+		code, body = do("POST", "/v1/revoke", `{"reason":"x","selector":`+sel+`}`)
+		assert.Equal(t, 400, code, "revoke selector %s: %s", sel, body)
+	}
+	for _, sel := range []string{``, `team=a,,b`, `!`, `te%20am`} {
+		code, body = do("GET", "/v1/agents?selector="+sel, "")
+		assert.Equal(t, 400, code, "ps selector %q: %s", sel, body)
+	}
+	code, body = do("POST", "/v1/kill", `{"reason":"x","selector":""}`)
+	assert.Equal(t, 400, code, "an empty selector selects nothing: %s", body)
 	code, body = do("GET", "/v1/nothing", "")
 	assert.Equal(t, 404, code)
 	assert.JSONEq(t, `{"error":"no endpoint GET /v1/nothing"}`, body)

@@ -179,13 +179,13 @@ func (d *Daemon) Kill(ctx context.Context, req control.KillRequest) ([]control.K
 		}
 		return []control.KillResult{s.kill(ctx, req.Operator, req.Reason, req.Wait)}, nil
 	}
-	if len(req.Selector) == 0 && req.StartedBefore.IsZero() {
+	if req.Selector.Empty() && req.StartedBefore.IsZero() {
 		return nil, fmt.Errorf("%w: name an agent, a --selector or --started-before", control.ErrBadInput)
 	}
 	var cohort []*slot
 	for _, s := range d.runningSlots() {
 		s.mu.Lock()
-		match := s.run != nil && labelsMatch(s.cfg.Labels, req.Selector) &&
+		match := s.run != nil && (req.Selector.Empty() || req.Selector.Matches(s.cfg.Labels)) &&
 			(req.StartedBefore.IsZero() || s.started.Before(req.StartedBefore))
 		s.mu.Unlock()
 		if match {
@@ -194,15 +194,6 @@ func (d *Daemon) Kill(ctx context.Context, req control.KillRequest) ([]control.K
 	}
 	sort.Slice(cohort, func(i, j int) bool { return cohort[i].id < cohort[j].id })
 	return d.killAll(ctx, cohort, req.Operator, req.Reason, req.Wait), nil
-}
-
-func labelsMatch(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // Estop is POST /v1/estop.

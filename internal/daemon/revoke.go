@@ -24,7 +24,7 @@ func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control
 	if strings.TrimSpace(req.Reason) == "" {
 		return control.RevokeResult{}, fmt.Errorf("%w: a reason is required", control.ErrBadInput)
 	}
-	if (req.ID != "") == (len(req.Selector) > 0 || !req.StartedBefore.IsZero()) {
+	if (req.ID != "") == (!req.Selector.Empty() || !req.StartedBefore.IsZero()) {
 		return control.RevokeResult{}, fmt.Errorf("%w: name an agent, or a --selector and/or --started-before", control.ErrBadInput)
 	}
 	rule, err := d.held.revoke(control.Revocation{ID: req.ID, Selector: req.Selector, StartedBefore: req.StartedBefore,
@@ -34,7 +34,7 @@ func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control
 	}
 	d.log.Warn("standing revocation", zap.String("rule", rule.Rule), zap.String("reason", rule.Reason),
 		zap.String("operator", rule.Operator))
-	d.audit(audit.Event{Type: "revocation", Data: map[string]any{"rule": rule.Rule, "id": rule.ID, "selector": rule.Selector,
+	d.audit(audit.Event{Type: "revocation", Data: map[string]any{"rule": rule.Rule, "id": rule.ID, "selector": rule.Selector.String(),
 		"started_before": rule.StartedBefore, "reason": rule.Reason, "operator": rule.Operator}, Sync: true})
 	d.publish(control.Event{Type: "revocation", Message: fmt.Sprintf("rule %s by %s: %s", rule.Rule, rule.Operator, rule.Reason)})
 	var hit []*slot
@@ -60,7 +60,7 @@ func ruleMatchesRun(r control.Revocation, id string, labels map[string]string, s
 	if r.ID != "" {
 		return r.ID == id
 	}
-	return labelsMatch(labels, r.Selector) && (r.StartedBefore.IsZero() || s.started.Before(r.StartedBefore))
+	return (r.Selector.Empty() || r.Selector.Matches(labels)) && (r.StartedBefore.IsZero() || s.started.Before(r.StartedBefore))
 }
 
 // Revocations is GET /v1/revocations.

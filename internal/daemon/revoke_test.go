@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/labels"
 )
 
 // A standing revocation by id kills the running agent (no quarantine:
@@ -63,7 +64,7 @@ func TestRevocationBySelectorAndAge(t *testing.T) {
 		writeAgent(t, d, "a", "labels: {model: bad}\n")
 		writeAgent(t, d, "b", "labels: {model: good}\n")
 		synctest.Wait()
-		res, err := d.Revoke(context.Background(), control.RevokeRequest{Selector: map[string]string{"model": "bad"}, Reason: "recalled"})
+		res, err := d.Revoke(context.Background(), control.RevokeRequest{Selector: labels.MustParse("model=bad"), Reason: "recalled"})
 		require.NoError(t, err)
 		require.Len(t, res.Killed, 1)
 		require.Equal(t, "a", res.Killed[0].ID)

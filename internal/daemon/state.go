@@ -147,7 +147,7 @@ func (h *held) revokedFor(id string, labels map[string]string) (control.Revocati
 		if !r.StartedBefore.IsZero() {
 			continue
 		}
-		if (r.ID != "" && r.ID == id) || (r.ID == "" && len(r.Selector) > 0 && labelsMatch(labels, r.Selector)) {
+		if (r.ID != "" && r.ID == id) || (r.ID == "" && r.Selector.Matches(labels)) {
 			return r, true
 		}
 	}

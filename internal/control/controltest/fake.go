@@ -203,10 +203,8 @@ func (b *Backend) Kill(ctx context.Context, req control.KillRequest) ([]control.
 }
 
 func matches(a *control.AgentStatus, req control.KillRequest) bool {
-	for k, v := range req.Selector {
-		if a.Labels[k] != v {
-			return false
-		}
+	if !req.Selector.Empty() && !req.Selector.Matches(a.Labels) {
+		return false
 	}
 	return req.StartedBefore.IsZero() || a.StartedAt.Before(req.StartedBefore)
 }
