@@ -89,9 +89,7 @@ func NewPoller(opts PollerOptions) (*Poller, error) {
 	opts.Interval = cmp.Or(opts.Interval, DefaultPollInterval)
 	opts.Timeout = cmp.Or(opts.Timeout, DefaultTimeout)
 	opts.MaxSeen = cmp.Or(opts.MaxSeen, DefaultMaxSeen)
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{}
-	}
+	opts.HTTPClient = withoutRedirects(opts.HTTPClient)
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
@@ -201,6 +199,9 @@ func (p *Poller) fetch(ctx context.Context, agentID string) ([]Directive, error)
 	switch {
 	case resp.StatusCode == http.StatusNoContent, resp.StatusCode == http.StatusNotFound:
 		return nil, nil
+	case isRedirect(resp.StatusCode):
+		return nil, fmt.Errorf("GET %s: HTTP %d to %q: redirects are never followed (the token goes to the configured origin only)",
+			req.URL, resp.StatusCode, cut(resp.Header.Get("Location"), maxBodyLog))
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("GET %s: HTTP %d: %s", req.URL, resp.StatusCode, cut(string(body), maxBodyLog))
 	case len(body) > maxDirectivesBody:

@@ -145,9 +145,7 @@ func Open(opts Options) (*Outbox, error) {
 	opts.MaxItems = cmp.Or(opts.MaxItems, DefaultMaxItems)
 	opts.MinBackoff = cmp.Or(opts.MinBackoff, DefaultMinBackoff)
 	opts.MaxBackoff = max(cmp.Or(opts.MaxBackoff, DefaultMaxBackoff), opts.MinBackoff)
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{}
-	}
+	opts.HTTPClient = withoutRedirects(opts.HTTPClient)
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}

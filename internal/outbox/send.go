@@ -136,7 +136,7 @@ func (o *Outbox) attempt(ctx context.Context, it *item) (res outcome, wait time.
 		o.parkItem(it, "unreadable: "+err.Error(), log)
 		return parkIt, 0
 	}
-	status, retryAfter, snippet, err := o.post(ctx, it, body)
+	status, retryAfter, snippet, redirectTo, err := o.post(ctx, it, body)
 	if ctx.Err() != nil {
 		return stopped, 0 // shutting down: not the control plane's failure
 	}
@@ -147,6 +147,12 @@ func (o *Outbox) attempt(ctx context.Context, it *item) (res outcome, wait time.
 		o.delivered(it, log)
 		log.Info("certificate delivered to the control plane", zap.Int("status", status))
 		return delivered, 0
+	case isRedirect(status):
+		// Never followed: the token and the certificate go to the
+		// configured origin only. Kept and retried, as any failure the
+		// control plane's operator can fix.
+		log.Error("control plane answered with a redirect, which is never followed; will retry",
+			zap.Int("status", status), zap.String("location", redirectTo), zap.String("configured", o.base))
 	case retryable(status):
 		log.Warn("control plane delivery failed; will retry", zap.Int("status", status), zap.String("body", snippet))
 	default:
@@ -159,6 +165,21 @@ func (o *Outbox) attempt(ctx context.Context, it *item) (res outcome, wait time.
 	o.countFailure()
 	return retry, min(retryAfter, o.opts.MaxBackoff)
 }
+
+// withoutRedirects is c (or a new client) that never follows a redirect:
+// the bearer token must reach the configured origin and nothing else —
+// not another port, host or scheme — and a certificate is delivered only
+// there. The 3xx answer itself is returned, for the caller to report.
+func withoutRedirects(c *http.Client) *http.Client {
+	var out http.Client
+	if c != nil {
+		out = *c
+	}
+	out.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &out
+}
+
+func isRedirect(status int) bool { return status >= 300 && status < 400 }
 
 // retryable says whether a non-2xx status is worth retrying.
 func retryable(status int) bool {
@@ -176,27 +197,28 @@ func (o *Outbox) eventURL(agentID string) string {
 }
 
 // post sends one request and returns the status, the Retry-After it asked
-// for, and the start of the response body.
-func (o *Outbox) post(ctx context.Context, it *item, body []byte) (int, time.Duration, string, error) {
+// for, the start of the response body, and where a redirect pointed.
+func (o *Outbox) post(ctx context.Context, it *item, body []byte) (status int, after time.Duration, snippet, location string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.opts.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.eventURL(it.agentID), bytes.NewReader(body))
 	if err != nil {
-		return 0, 0, "", err
+		return 0, 0, "", "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", it.id)
 	if err := setToken(req, o.opts.TokenFile); err != nil {
-		return 0, 0, "", err
+		return 0, 0, "", "", err
 	}
 	resp, err := o.opts.HTTPClient.Do(req)
 	if err != nil {
-		return 0, 0, "", err
+		return 0, 0, "", "", err
 	}
 	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxBodyLog))
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxBodyLog))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
-	return resp.StatusCode, retryAfter(resp.Header.Get("Retry-After")), strings.TrimSpace(string(snippet)), nil
+	return resp.StatusCode, retryAfter(resp.Header.Get("Retry-After")), strings.TrimSpace(string(head)),
+		cut(resp.Header.Get("Location"), maxBodyLog), nil
 }
 
 // setToken adds the bearer token read from file; "" adds nothing.
