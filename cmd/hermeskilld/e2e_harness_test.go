@@ -97,7 +97,13 @@ func hkStart(t *testing.T, env []string, args ...string) *running {
 // reading it.
 func startArgv(t *testing.T, env []string, argv ...string) *running {
 	t.Helper()
-	cmd := command(t, env, argv...)
+	return startCmd(t, command(t, env, argv...))
+}
+
+// startCmd is startArgv for a command prepared by command (and then
+// given, say, credentials).
+func startCmd(t *testing.T, cmd *exec.Cmd) *running {
+	t.Helper()
 	pr, pw, err := os.Pipe()
 	require.NoError(t, err)
 	h := &running{cmd: cmd, lines: make(chan string, 1024), copied: make(chan struct{})}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 // version is set at build time (-ldflags "-X main.version=…", as make
@@ -51,6 +52,11 @@ func usageError(format string, args ...any) error {
 
 // run executes the command line and returns the process exit status.
 func run(args []string) int {
+	// Not dumpable: no process of our user — an agent under supervise —
+	// may open our descriptors through /proc/PID/fd (the keeper's pipe,
+	// the cgroup, the gateway's key), read our memory or ptrace us. Only
+	// root can. (Reset by execve: agents are dumpable as usual.)
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	root := newRoot(os.Stdout, os.Stderr)
 	root.SetArgs(args)
 	err := root.Execute()

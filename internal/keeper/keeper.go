@@ -4,6 +4,8 @@
 package keeper
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
+	"github.com/hermeskill/hermeskilld/internal/procfs"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 )
 
@@ -42,6 +45,8 @@ const (
 	restartDelay = time.Second
 	// closeWait bounds how long Close waits for the keeper to exit.
 	closeWait = 5 * time.Second
+	// stoppedCheck is how often the keeper is checked for being stopped.
+	stoppedCheck = 100 * time.Millisecond
 )
 
 // Options configure Start.
@@ -78,6 +83,7 @@ type Keeper struct {
 	next    uint64
 	closed  bool
 	starts  int
+	key     string // the live keeper's: every line to it starts with it
 
 	first    chan struct{} // closed once the first keeper process is started, or failed to
 	firstErr error         // why it failed; set before first is closed
@@ -207,7 +213,10 @@ func (k *Keeper) spawn() error {
 	defer k.mu.Unlock()
 	k.w, k.proc = w, proc
 	k.starts++
-	k.pending = k.pending[:0]
+	// A new key for each keeper process, its first line: what comes after
+	// without it is not from us.
+	k.key = newKey()
+	k.pending = append(k.pending[:0], "key "+k.key+"\n"...)
 	if cg := k.o.Cgroups; cg != nil {
 		o := cg.Owner()
 		k.queueLocked(fmt.Sprintf("cgroup %s %d %d %d\n", strconv.Quote(cg.Base()), o.PID, o.Start, o.PIDNS))
@@ -216,6 +225,13 @@ func (k *Keeper) spawn() error {
 		run.replayLocked()
 	}
 	return nil
+}
+
+// newKey is 128 random bits, in hex.
+func newKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // ReportTo returns f if the keeper may hold it for its report, nil (the
@@ -248,6 +264,8 @@ func keeperEnv(base []string) []string {
 
 // queueLocked appends a message for the keeper; k.mu is held.
 func (k *Keeper) queueLocked(line string) {
+	k.pending = append(k.pending, k.key...)
+	k.pending = append(k.pending, ' ')
 	k.pending = append(k.pending, line...)
 	select {
 	case k.kick <- struct{}{}:
@@ -260,6 +278,8 @@ func (k *Keeper) queueLocked(line string) {
 // that died. Ready and Spawned write through the same flush.
 func (k *Keeper) loop() {
 	defer close(k.done)
+	check := time.NewTicker(stoppedCheck)
+	defer check.Stop()
 	for {
 		k.mu.Lock()
 		proc := k.proc
@@ -269,6 +289,9 @@ func (k *Keeper) loop() {
 			return
 		case <-proc.Done():
 			k.restart(proc)
+			continue
+		case <-check.C:
+			k.replaceIfStopped(proc)
 			continue
 		case <-k.kick:
 		}
@@ -285,6 +308,20 @@ func (k *Keeper) loop() {
 			}
 		}
 	}
+}
+
+// replaceIfStopped kills a keeper that is stopped (SIGSTOP, which it
+// cannot ignore, from a process of our user, or a tracer): stopped, it
+// would kill nothing should we die. The loop then starts another, told
+// everything.
+func (k *Keeper) replaceIfStopped(proc *procsup.Process) {
+	st, err := procfs.Default().Stat(proc.PID())
+	if err != nil || (st.State != 'T' && st.State != 't') {
+		return
+	}
+	k.log.Error("the keeper was stopped (SIGSTOP or a tracer); killing it and starting another",
+		zap.Int("pid", proc.PID()), zap.String("state", string(st.State)))
+	_ = proc.Signal(syscall.SIGKILL)
 }
 
 // loopHook, when set (by tests), runs before each of the loop's writes;
@@ -353,7 +390,7 @@ func (k *Keeper) Close() error {
 	k.wmu.Lock() // after any Spawned still writing
 	defer k.wmu.Unlock()
 	k.mu.Lock()
-	w, pending := k.w, append(k.pending, "disarm\n"...)
+	w, pending := k.w, append(k.pending, k.key+" disarm\n"...)
 	proc = k.proc
 	k.w = nil
 	k.mu.Unlock()

@@ -253,3 +253,58 @@ func TestApplyRejectsBadMessages(t *testing.T) {
 	require.NoError(t, st.apply("end 1"))
 	require.Empty(t, st.runs)
 }
+
+// Only lines with the key the first line gave are obeyed: a disarm or an
+// "end" written by anyone else (who got hold of the pipe) is reported and
+// ignored, and the end of the pipe still kills the run.
+func TestMessagesWithoutTheKeyAreIgnored(t *testing.T) {
+	const key = "0123456789abcdef0123456789abcdef"
+	value := "/run/hermeskill/test.forged/notify.sock"
+	victim := testchild.Start(t, rt, "hang", procsup.Spec{Env: []string{marker + "=" + value}})
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	var report strings.Builder
+	done := make(chan int, 1)
+	go func() { done <- serve(r, &report, os.Getpid()) }()
+	fmt.Fprintf(w, "key %s\n%s run 1 %q\n%s group 1 %d %d\n", key, key, marker+"="+value, key,
+		victim.P.PID(), startTicks(t, victim.P.PID()))
+	fmt.Fprintf(w, "disarm\nend 1\nffffffffffffffffffffffffffffffff disarm\nkey %s disarm\n", strings.Repeat("f", 32))
+	w.Close()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, report.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not end at the end of the pipe")
+	}
+	dead(t, victim.P.PID())
+	require.Contains(t, report.String(), "without hermeskilld's key")
+}
+
+// Main is a keeper only with the arguments Start gives it, naming its
+// parent: the variable alone is not enough.
+func TestKeeperArgs(t *testing.T) {
+	ppid := os.Getppid()
+	require.True(t, keeperArgs([]string{"hermeskilld", "keeper", "--for", strconv.Itoa(ppid)}, ppid))
+	for _, args := range [][]string{
+		{"hermeskilld", "supervise", "--", "true"},
+		{"hermeskilld", "keeper", "--for", strconv.Itoa(ppid + 1)},
+		{"hermeskilld", "keeper", "--for"},
+		{"hermeskilld"},
+	} {
+		require.False(t, keeperArgs(args, ppid), "%q", args)
+	}
+}
+
+// A keeper stopped by SIGSTOP (which it cannot ignore) is replaced: the
+// new one knows every run and kills it at our death.
+func TestStoppedKeeperReplaced(t *testing.T) {
+	k := start(t, nil)
+	pids := pgroupRun(t, k, "/run/hermeskill/test.6/notify.sock")
+	first := k.PID()
+	require.NoError(t, syscall.Kill(first, syscall.SIGSTOP))
+	require.Eventually(t, func() bool { p := k.PID(); return p != 0 && p != first }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return !testchild.Alive(first) }, 10*time.Second, 5*time.Millisecond, "the stopped keeper was killed")
+	k.abandon()
+	dead(t, pids...)
+}

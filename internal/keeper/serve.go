@@ -23,17 +23,36 @@ import (
 )
 
 // Main runs the keeper and exits when this process was started as one
-// (Start sets its environment); it returns at once otherwise. main, and
-// the TestMain of every test binary that starts a keeper, call it first.
+// (Start sets its environment and its arguments); it returns at once
+// otherwise. main, and the TestMain of every test binary that starts a
+// keeper, call it first.
+//
+// The variable alone does not make a keeper: one inherited or set by
+// mistake (HERMESKILL_KEEPER=1 hermeskilld supervise -- …) would turn
+// supervise into a keeper that never runs the command and exits 0. It is
+// removed, and hermeskilld goes on as asked.
 func Main() {
-	if os.Getenv(envName) != envValue {
+	if os.Getenv(envName) == "" {
 		return
 	}
+	if os.Getenv(envName) != envValue || !keeperArgs(os.Args, os.Getppid()) {
+		os.Unsetenv(envName)
+		return
+	}
+	os.Unsetenv(envName)
+	// Nobody but root may open our descriptors (the pipe from hermeskilld)
+	// through /proc, nor ptrace us: not even an agent of our user.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	// Signals meant for hermeskilld or its terminal are not ours: only a
 	// disarm or the end of the pipe ends a keeper.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE,
 		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2)
 	os.Exit(serve(os.Stdin, os.Stderr, os.Getppid()))
+}
+
+// keeperArgs reports whether args are those Start gives a keeper of ppid.
+func keeperArgs(args []string, ppid int) bool {
+	return len(args) == 4 && args[1] == "keeper" && args[2] == "--for" && args[3] == strconv.Itoa(ppid)
 }
 
 // Bounds of the kill after hermeskilld died.
@@ -62,27 +81,77 @@ type cgroupWatch struct {
 	owner cgroup.Owner
 }
 
-// serve reads messages until a disarm (exit quietly) or the end of the
-// pipe (hermeskilld is gone: kill what it supervised). owner is
-// hermeskilld's pid, for the report.
+// drainWait is how long the keeper reads on after hermeskilld's exit was
+// seen, for what hermeskilld wrote before it (a disarm on a clean exit):
+// a pipe that still has a writer then is held by someone else.
+const drainWait = 200 * time.Millisecond
+
+// serve reads messages until a disarm (exit quietly) or hermeskilld's end
+// — the end of the pipe, or its exit seen on a pidfd, whichever comes
+// first: whoever else holds a write end of the pipe cannot keep us waiting
+// (fail closed: kill what it supervised). owner is hermeskilld's pid.
+//
+// The first line is the key ("key HEX"); every later line is "HEX
+// MESSAGE", and a line without the key is reported and ignored: only
+// hermeskilld, which chose the key and wrote it first, can disarm us, end
+// a run or name a process to kill.
 func serve(in io.Reader, report io.Writer, owner int) int {
 	fs := procfs.Default()
 	// Every agent process started after hermeskilld: only those have
 	// their environment read. Taken now, while hermeskilld lives.
 	st := &state{runs: make(map[uint64]*watch), since: startOf(fs, owner)}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 4096), 1<<16)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "disarm" {
-			return 0
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 0, 4096), 1<<16)
+		for sc.Scan() {
+			lines <- sc.Text()
 		}
-		if err := st.apply(line); err != nil {
-			fmt.Fprintf(report, "hermeskilld keeper: %v\n", err)
+		close(lines)
+	}()
+	gone := ownerExit(owner)
+	var drain <-chan time.Time
+	var key string
+	ignored := 0
+read:
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				break read
+			}
+			if key == "" {
+				k, ok := strings.CutPrefix(line, "key ")
+				if !ok || len(k) < 32 {
+					ignored++
+					continue
+				}
+				key = k
+				continue
+			}
+			msg, ok := strings.CutPrefix(line, key+" ")
+			if !ok {
+				if ignored++; ignored <= 10 {
+					fmt.Fprintf(report, "hermeskilld keeper: a message without hermeskilld's key, ignored\n")
+				}
+				continue
+			}
+			if msg == "disarm" {
+				return 0
+			}
+			if err := st.apply(msg); err != nil {
+				fmt.Fprintf(report, "hermeskilld keeper: %v\n", err)
+			}
+		case <-gone:
+			gone = nil
+			drain = time.After(drainWait)
+		case <-drain:
+			fmt.Fprintf(report, "hermeskilld keeper: hermeskilld (pid %d) exited but its pipe is still held open by another process\n", owner)
+			break read
 		}
 	}
-	// End of file, or a read error: either way hermeskilld no longer
-	// speaks to us. Fail closed.
+	// End of file, a read error, or hermeskilld's exit: either way
+	// hermeskilld no longer speaks to us. Fail closed.
 	began := time.Now()
 	killed, removed, err := st.killAll(fs)
 	if killed > 0 || len(removed) > 0 || err != nil {
@@ -94,6 +163,31 @@ func serve(in io.Reader, report io.Writer, owner int) int {
 		return 1
 	}
 	return 0
+}
+
+// ownerExit is closed when pid exits, as a pidfd says; nil (never closed)
+// where pidfds are not available, and then the pipe's end is all we go by.
+func ownerExit(pid int) <-chan struct{} {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil
+	}
+	ch := make(chan struct{})
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(fds, -1)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil || n > 0 {
+				close(ch)
+				return
+			}
+		}
+	}()
+	return ch
 }
 
 var errBadMessage = errors.New("bad message")
