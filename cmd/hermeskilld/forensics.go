@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -41,9 +43,10 @@ func newAuditVerify() *cobra.Command {
 		noAnchor bool
 		pubkey   string
 		accept   []uint
+		witness  []string
 	)
 	c := &cobra.Command{
-		Use:   "verify [--anchor PATH | --no-anchor] [--pubkey FILE] [--accept SEQ]... FILE...",
+		Use:   "verify [--anchor PATH | --no-anchor] [--pubkey FILE] [--accept SEQ]... [--witness PATH]... FILE...",
 		Short: "Verify the hash chain of audit log files, and their anchor",
 		Long: `Walk the hash chain of an audit log: every line must carry the sha256 of
 the line before it and the next sequence number, so an edited, deleted,
@@ -67,6 +70,15 @@ found in a line of type anchor_mismatch and goes on. Each such line fails
 verification until an operator has explained it and passes its seq to
 --accept.
 
+A log put back as it was earlier, with its anchor of that time (a
+rollback), verifies on its own: nothing in it is wrong, only old. A
+witness finds it: --witness PATH names a head of the chain seen later —
+a certificate (each carries the audit log's head of its time, in
+audit_anchor), a directory of them (the control plane's copies, say), or
+an anchor file copied elsewhere. The log must hold each witness's line,
+unchanged: one that ends before it was rolled back, one whose line
+differs was rewritten.
+
 A last line cut short (a writer that crashed inside write(2)) is not
 tampering: it is ignored with a warning.
 
@@ -82,6 +94,13 @@ cannot be read.`,
 				return err
 			}
 			opts := audit.CheckOptions{PublicKey: pub}
+			for _, p := range witness {
+				ws, err := readWitnesses(p)
+				if err != nil {
+					return usageError("--witness %s: %v", p, err)
+				}
+				opts.Witnesses = append(opts.Witnesses, ws...)
+			}
 			for _, seq := range accept {
 				opts.Accept = append(opts.Accept, uint64(seq))
 			}
@@ -98,7 +117,57 @@ cannot be read.`,
 	c.Flags().BoolVar(&noAnchor, "no-anchor", false, "check the hash chain alone, without the anchor")
 	c.Flags().StringVar(&pubkey, "pubkey", "", "check the anchor's signature against this public key (the signing key's .pub file)")
 	c.Flags().UintSliceVar(&accept, "accept", nil, "seq of a recorded anchor_mismatch line that has been explained (repeatable)")
+	c.Flags().StringArrayVar(&witness, "witness", nil, "a later head of the chain the log must hold: a certificate, a directory of them, or an anchor file (repeatable)")
 	return c
+}
+
+// readWitnesses reads the heads of the chain path holds: a certificate's
+// audit_anchor, an anchor file's head, or those of every certificate in a
+// directory (those without an anchor are skipped).
+func readWitnesses(path string) ([]audit.Witness, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	files := []string{path}
+	if fi.IsDir() {
+		if files, err = filepath.Glob(filepath.Join(path, "*.json")); err != nil {
+			return nil, err
+		}
+	}
+	var out []audit.Witness
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var v struct {
+			AuditAnchor *audit.Head `json:"audit_anchor"`
+			Seq         uint64      `json:"seq"`
+			SHA256      string      `json:"sha256"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil {
+			if fi.IsDir() {
+				continue
+			}
+			return nil, fmt.Errorf("not a certificate or an anchor: %w", err)
+		}
+		h := audit.Head{Seq: v.Seq, SHA256: v.SHA256}
+		if v.AuditAnchor != nil {
+			h = *v.AuditAnchor
+		}
+		if h.Seq == 0 || len(h.SHA256) != 64 {
+			if fi.IsDir() {
+				continue
+			}
+			return nil, errors.New("holds no head of the audit chain (no audit_anchor, no seq and sha256)")
+		}
+		out = append(out, audit.Witness{Head: h, Source: f})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no certificate in it carries an audit_anchor")
+	}
+	return out, nil
 }
 
 // auditVerify verifies files as one chain, oldest first, the last against

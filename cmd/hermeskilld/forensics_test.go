@@ -5,6 +5,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -380,4 +381,69 @@ func TestCalibrate(t *testing.T) {
 	assert.Equal(t, exitFailure, code)
 	code, _, _ = forensics(t, "calibrate", "--since", "-1h")
 	assert.Equal(t, exitUsage, code)
+}
+
+// A rollback — the log and its anchor put back as they were earlier —
+// verifies on its own; a later witness (a certificate's audit_anchor, a
+// directory of them, an anchor file kept elsewhere) finds it.
+func TestAuditVerifyRollback(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	appendN := func(n int) {
+		l, err := audit.Open(path, audit.Options{})
+		require.NoError(t, err)
+		for i := range n {
+			require.NoError(t, l.Append(audit.Event{Type: audit.TypeSymptom, AgentID: "bot", Data: map[string]any{"i": i}}))
+		}
+		require.NoError(t, l.Close())
+	}
+	appendN(3)
+	oldLog, err := os.ReadFile(path)
+	require.NoError(t, err)
+	oldAnchor, err := os.ReadFile(audit.AnchorPath(path))
+	require.NoError(t, err)
+	appendN(3)
+	later, err := audit.ReadAnchor(audit.AnchorPath(path))
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), later.Seq)
+	certs := t.TempDir()
+	cert := filepath.Join(certs, "c1.json")
+	require.NoError(t, os.WriteFile(cert, fmt.Appendf(nil, `{"cert_id":"c1","audit_anchor":{"seq":%d,"sha256":%q}}`, later.Seq, later.SHA256), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(certs, "noanchor.json"), []byte(`{"cert_id":"c0"}`), 0o644))
+	kept := filepath.Join(t.TempDir(), "anchor.copy")
+	require.NoError(t, os.WriteFile(kept, mustRead(t, audit.AnchorPath(path)), 0o644))
+
+	code, out, _ := forensics(t, "audit", "verify", "--witness", cert, path)
+	require.Equal(t, 0, code, out)
+	require.Equal(t, path+": 6 lines, chain intact, anchored at seq 6\n", out, "the live log holds its witness")
+
+	// The rollback.
+	require.NoError(t, os.WriteFile(path, oldLog, 0o640))
+	require.NoError(t, os.WriteFile(audit.AnchorPath(path), oldAnchor, 0o640))
+	code, out, _ = forensics(t, "audit", "verify", path)
+	require.Equal(t, 0, code, "without a witness a rollback cannot be seen: %s", out)
+	for _, w := range []string{cert, certs, kept} {
+		code, out, _ = forensics(t, "audit", "verify", "--witness", w, path)
+		require.Equal(t, exitFailure, code, "--witness %s: %s", w, out)
+		require.Contains(t, out, path+": rolled back: ")
+		require.Contains(t, out, "saw seq 6 (sha256 "+later.SHA256[:12]+"…), the log ends at seq 3: seq 4-6 missing")
+	}
+
+	// A witness whose line the log holds otherwise: rewritten.
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	require.NoError(t, os.WriteFile(bad, fmt.Appendf(nil, `{"audit_anchor":{"seq":2,"sha256":%q}}`, strings.Repeat("ab", 32)), 0o644))
+	code, out, _ = forensics(t, "audit", "verify", "--witness", bad, path)
+	require.Equal(t, exitFailure, code, out)
+	require.Equal(t, path+": line 2: rewritten: seq 2 is not the line "+bad+" saw (its sha256 differs)\n", out)
+
+	for _, w := range []string{filepath.Join(t.TempDir(), "none.json"), oldLogFile(t, oldLog)} {
+		code, _, errs := forensics(t, "audit", "verify", "--witness", w, path)
+		require.Equal(t, exitUsage, code, errs)
+	}
+}
+
+// oldLogFile is a file that is no witness (an audit log, not JSON of one object).
+func oldLogFile(t *testing.T, data []byte) string {
+	p := filepath.Join(t.TempDir(), "log.jsonl")
+	require.NoError(t, os.WriteFile(p, data, 0o644))
+	return p
 }

@@ -23,6 +23,17 @@ type CheckOptions struct {
 	// Accept lists the seqs of anchor_mismatch lines an operator has looked into and
 	// explained: they are no longer failures.
 	Accept []uint64
+	// Witnesses are heads of the chain seen later than the files might be: the anchor a
+	// delivered certificate carries, an anchor copied off the host. The files must hold
+	// each one's line, unchanged; a log that ends before a witness's seq was rolled back
+	// (an older log put back with its older anchor, which verify alone cannot tell).
+	Witnesses []Witness
+}
+
+// Witness is a head of the chain known from outside the log, and where it came from.
+type Witness struct {
+	Head
+	Source string // for the report: a certificate's path, say
 }
 
 // FileResult is what Check found in one file.
@@ -63,7 +74,10 @@ func Check(files []string, opts CheckOptions) ([]FileResult, error) {
 	}
 	defer snap.close()
 
-	w := chainWalk{anchor: snap.anchor}
+	w := chainWalk{anchor: snap.anchor, witnessed: map[uint64]witnessLine{}}
+	for _, wt := range opts.Witnesses {
+		w.witnessed[wt.Seq] = witnessLine{}
+	}
 	var results []FileResult
 	for i, name := range files {
 		res := w.file(name, snap.readers[i])
@@ -72,6 +86,9 @@ func Check(files []string, opts CheckOptions) ([]FileResult, error) {
 		})
 		if res.Err == nil && i == len(files)-1 && opts.Anchor != "" {
 			res.Anchor, res.Err = w.checkAnchor(res.Report, snap.anchorErr, opts)
+		}
+		if res.Err == nil && i == len(files)-1 {
+			res.Err = w.checkWitnesses(opts.Witnesses)
 		}
 		results = append(results, res)
 		if res.Err != nil {
@@ -90,6 +107,17 @@ type chainWalk struct {
 	watchedHash string // its sha256
 	watchedLine int    // its line number, in the file it was in
 	watchedLast bool   // that file is the last one walked
+
+	last      string                 // the file walked last
+	witnessed map[uint64]witnessLine // the witnesses' seqs: their lines, once seen
+}
+
+// witnessLine is the line at a witness's seq, as the files hold it.
+type witnessLine struct {
+	seen bool
+	hash string
+	line int    // in the file it is in
+	file string // that file
 }
 
 func (w *chainWalk) file(name string, r io.Reader) FileResult {
@@ -100,8 +128,16 @@ func (w *chainWalk) file(name string, r io.Reader) FileResult {
 	if w.anchor != nil {
 		v.watch = w.anchor.Seq
 	}
+	v.witness = w.witnessed
 	err := v.walk(r)
 	res := FileResult{Path: name, Report: v.rep, Err: err}
+	for seq, l := range w.witnessed {
+		if l.seen && l.file == "" {
+			l.file = name
+			w.witnessed[seq] = l
+		}
+	}
+	w.last = name
 	w.watchedLast = false
 	if v.watchedLine > 0 {
 		w.watched, w.watchedHash, w.watchedLine, w.watchedLast = true, v.watchedHash, v.watchedLine, true
@@ -150,6 +186,29 @@ func (w *chainWalk) checkAnchor(rep Report, anchorErr error, opts CheckOptions) 
 		}
 	}
 	return a, nil
+}
+
+// checkWitnesses compares the chain, which holds, with heads seen from outside it.
+func (w *chainWalk) checkWitnesses(ws []Witness) error {
+	tail := w.prev.LastSeq
+	for _, wt := range ws {
+		got := w.witnessed[wt.Seq]
+		switch {
+		case wt.Seq > tail:
+			return &AnchorError{Kind: ErrRolledBack, Reason: fmt.Sprintf(
+				"rolled back: %s saw seq %d (sha256 %.12s…), the log ends at seq %d: seq %s missing",
+				wt.Source, wt.Seq, wt.SHA256, tail, seqRange(tail+1, wt.Seq))}
+		case got.seen && got.hash != wt.SHA256:
+			line := 0
+			if got.file == w.last {
+				line = got.line
+			}
+			return &AnchorError{Kind: ErrRewritten, Line: line, Reason: fmt.Sprintf(
+				"rewritten: seq %d is not the line %s saw (its sha256 differs)", wt.Seq, wt.Source)}
+		}
+		// Before the first file's first line: not here to check (rotated away).
+	}
+	return nil
 }
 
 // pastAnchor describes a chain that goes on after the anchor's line.

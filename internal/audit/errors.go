@@ -47,6 +47,11 @@ var (
 	// ErrFirstChanged: the file's first line has another seq or
 	// prev_sha256 than its anchor says.
 	ErrFirstChanged = errors.New("first line changed")
+	// ErrRolledBack: a witness saw a line past the files' end: an older
+	// log (and its older anchor) was put back.
+	ErrRolledBack = errors.New("rolled back")
+	// ErrRewritten: the line at a witness's seq is not the line it saw.
+	ErrRewritten = errors.New("rewritten")
 )
 
 // BrokenError is Verify's answer for a chain that does not hold at Line (1-based). Reason is

@@ -69,6 +69,8 @@ type verifier struct {
 	// watchedLine and watchedHash are that line's number and sha256, once seen.
 	watchedLine int
 	watchedHash string
+	// witness holds the seqs whose lines to note for Check's witnesses; nil for none.
+	witness map[uint64]witnessLine
 
 	// jump is set by check when the chain breaks with a seq jump from jump[0] to jump[1].
 	jump *[2]uint64
@@ -133,6 +135,9 @@ func (v *verifier) check(line []byte) error {
 	v.rep.LastSeq, v.rep.LastHash = l.seq, hashLine(line)
 	if v.watch != 0 && l.seq == v.watch {
 		v.watchedLine, v.watchedHash = n, v.rep.LastHash
+	}
+	if _, ok := v.witness[l.seq]; ok {
+		v.witness[l.seq] = witnessLine{seen: true, hash: v.rep.LastHash, line: n}
 	}
 	if l.typ == TypeAnchorMismatch {
 		m := Mismatch{Line: n, Seq: l.seq}
