@@ -17,6 +17,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
+	"github.com/hermeskill/hermeskilld/internal/procfs"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/testchild"
 )
@@ -95,6 +96,25 @@ func TestCooperativeExit(t *testing.T) {
 	require.Equal(t, 3, c.P.Status().Code)
 	require.NotContains(t, steps(res), escalate.StepSIGTERM)
 	require.Less(t, time.Since(began), 5*time.Second, "left the grace early when the main process exited")
+}
+
+// A stopped agent (SIGSTOP, Ctrl-Z, SIGTTOU) is continued at the
+// cooperative stage: it hears the signal and exits in the grace, rather
+// than spending all of it stopped.
+func TestStoppedAgentHearsCooperativeStop(t *testing.T) {
+	tree, c := start(t, "exit-on-int")
+	require.NoError(t, c.P.Signal(syscall.SIGSTOP))
+	require.Eventually(t, func() bool {
+		st, err := procfs.Default().Stat(c.P.PID())
+		return err == nil && st.State == 'T'
+	}, 5*time.Second, time.Millisecond)
+	p := plan()
+	p.CoopGrace = 10 * time.Second
+	began := time.Now()
+	res := escalate.Run(tree, p)
+	require.Equal(t, escalate.StageCooperative, res.Reached)
+	require.Equal(t, 3, c.P.Status().Code, "it exited of its own SIGINT handler")
+	require.Less(t, time.Since(began), 5*time.Second, "the grace was not spent stopped")
 }
 
 func TestSIGTERMStage(t *testing.T) {

@@ -157,6 +157,10 @@ func (r *runner) cooperative() bool {
 	if !asked {
 		return false // nobody to hear a cooperative request
 	}
+	// A stopped main process (SIGSTOP, Ctrl-Z, SIGTTOU) hears neither the
+	// signal nor the directive until it runs again: continue it, or the
+	// whole grace would be spent on an agent that cannot answer.
+	_ = r.t.SignalMain(syscall.SIGCONT)
 	r.res.Reached = StageCooperative
 	at := time.Now()
 	ended := r.waitMain(r.p.CoopGrace)
