@@ -195,6 +195,7 @@ func New(cfg Config) (*Gateway, error) {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return g.ctx },
+		ConnContext:       connContext,
 		ErrorLog:          zap.NewStdLog(cfg.Log.Named("http")),
 	}
 	return g, nil

@@ -21,7 +21,8 @@ type Grant struct {
 	obs     Observer
 
 	mu       sync.Mutex
-	revoked  *Revocation // nil: not revoked
+	members  func() []int // the run's processes; nil: any connection may use the handle
+	revoked  *Revocation  // nil: not revoked
 	closed   bool
 	inflight map[*flight]struct{}
 	// what its requests used (Metered)
@@ -67,6 +68,21 @@ func revokedError(rev *Revocation) *cutError {
 		msg += ": " + rev.Reason
 	}
 	return &cutError{status: 403, code: "access_revoked", msg: msg, rev: rev}
+}
+
+// SetMembers makes the handle good only on connections from the run's
+// processes, as members lists them (the run's tree, when asked). Set it
+// once the run's main process is started, before it could send a request.
+func (gr *Grant) SetMembers(members func() []int) {
+	gr.mu.Lock()
+	gr.members = members
+	gr.mu.Unlock()
+}
+
+func (gr *Grant) membersFunc() func() []int {
+	gr.mu.Lock()
+	defer gr.mu.Unlock()
+	return gr.members
 }
 
 // AgentID is the id the grant was made for.

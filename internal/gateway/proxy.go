@@ -68,6 +68,13 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			msg: "invalid API key: hermeskilld's LLM gateway takes the key of a running agent's grant"}.write(w, up.Style)
 		return
 	}
+	if err := checkPeer(r.Context(), gr); err != nil {
+		g.log.Warn("llm request with the handle of another run's process refused", zap.String("agent", gr.agentID),
+			zap.String("remote", r.RemoteAddr), zap.Error(err))
+		problem{status: http.StatusForbidden, code: "handle_not_yours",
+			msg: "this key is honoured only on connections from the processes of the agent run it was given to (hermeskilld)"}.write(w, up.Style)
+		return
+	}
 	rec := Record{At: start, Upstream: name, Path: truncate(rest, maxPathInRecord)}
 	rt, found, ok := match(up.Style, r.Method, rest)
 	if !ok {

@@ -172,6 +172,13 @@ func (r *Run) start() error {
 	r.tree = procsup.NewTree(o.Runtime, proc, procsup.TreeOptions{AgentID: a.ID, Cgroup: r.cg, Exclusive: o.Exclusive,
 		OnMember: r.guard.Member})
 	r.guard.Spawned(proc.PID(), r.tree.MainStartTicks())
+	if r.grant != nil {
+		// The handle is good only from the run's own processes: any
+		// process of the agent's user can read it from the agent's
+		// environment.
+		tree := r.tree
+		r.grant.SetMembers(func() []int { pids, _ := tree.PIDs(); return pids })
+	}
 	r.log.Info("agent started", zap.Int("pid", proc.PID()), zap.Strings("command", a.Command),
 		zap.String("containment", r.tree.Mode()), zap.String("socket", sockPath))
 	return nil
