@@ -203,7 +203,9 @@ func TestBackgroundResponsesRefused(t *testing.T) {
 	resp := e.post(t, gateway.OpenAI, vars["OPENAI_BASE_URL"]+"/responses", vars["OPENAI_API_KEY"],
 		`{"model":"gpt-4.1-mini","background":true,"input":"hi"}`)
 	require.Equal(t, 400, resp.StatusCode)
-	var v struct{ Error struct{ Type, Code, Message string } }
+	var v struct {
+		Error struct{ Type, Code, Message string }
+	}
 	require.NoError(t, json.Unmarshal([]byte(readAll(t, resp)), &v))
 	require.Equal(t, "background_unsupported", v.Error.Code)
 	require.Equal(t, "invalid_request_error", v.Error.Type)
@@ -239,7 +241,9 @@ func TestDuplicateKeysRefused(t *testing.T) {
 	} {
 		resp := e.post(t, gateway.OpenAI, vars["OPENAI_BASE_URL"]+"/chat/completions", vars["OPENAI_API_KEY"], body)
 		require.Equal(t, 400, resp.StatusCode, body)
-		var v struct{ Error struct{ Type, Code, Message string } }
+		var v struct {
+			Error struct{ Type, Code, Message string }
+		}
 		require.NoError(t, json.Unmarshal([]byte(readAll(t, resp)), &v))
 		require.Equal(t, "duplicate_key", v.Error.Code)
 		require.Contains(t, v.Error.Message, "duplicate key")
