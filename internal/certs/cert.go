@@ -95,7 +95,7 @@ type Metered struct {
 	// UsageUnknown counts the requests whose usage was never read (a
 	// stream aborted or cut before it, a body over its bound): each is
 	// charged at its reservation, its worst case.
-	UsageUnknown int64 `json:"usage_unknown"`
+	UsageUnknown int64 `json:"usage_unknown,omitempty"`
 	// CostKnown is false when a model had no price (cost_usd then counts
 	// only the priced ones) or a request's usage was unknown (cost_usd
 	// counts its reservation).
@@ -251,7 +251,7 @@ type meteredWire struct {
 	Errors         int64        `json:"errors"`
 	Tokens         int64        `json:"tokens"`
 	CostUSD        float64      `json:"cost_usd"`
-	UsageUnknown   int64        `json:"usage_unknown"`
+	UsageUnknown   int64        `json:"usage_unknown,omitempty"`
 	CostKnown      bool         `json:"cost_known"`
 	Models         []ModelUsage `json:"models"`
 	FirstRequestAt jsonTime     `json:"first_request_at"`
