@@ -7,6 +7,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -91,4 +93,44 @@ func sameReading(a, b reading) bool {
 		}
 	}
 	return true
+}
+
+// FuzzParseRequest checks the request reader against encoding/json's map
+// decoding, which matches keys exactly: for a body without duplicate
+// keys, "stream", "background" and "model" are what the map holds, and
+// a valid JSON object is always read as one.
+func FuzzParseRequest(f *testing.F) {
+	f.Add([]byte(`{"model":"m","stream":true,"ſtream":false,"stream_options":{"include_usage":true},"max_tokens":5}`))
+	f.Add([]byte(`{"stream":false,"stream":true}`))
+	f.Add([]byte(`{"Background":true,"background":false,"max_output_tokens":1e9}`))
+	f.Add([]byte(` {"model":"\u006d"} `))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		info, err := parseRequest(body)
+		var m map[string]any
+		isObject := json.Unmarshal(body, &m) == nil && m != nil
+		if err != nil {
+			if !errors.Is(err, errDuplicateKey) {
+				t.Fatalf("error %v is not a duplicate key", err)
+			}
+			return
+		}
+		if info.json != isObject {
+			t.Fatalf("read as an object: %v; encoding/json: %v", info.json, isObject)
+		}
+		if !isObject {
+			return
+		}
+		if want := m["stream"] == true; info.stream != want {
+			t.Fatalf("stream %v, want %v", info.stream, want)
+		}
+		if want := m["background"] == true; info.background != want {
+			t.Fatalf("background %v, want %v", info.background, want)
+		}
+		if s, _ := m["model"].(string); info.model != s {
+			t.Fatalf("model %q, want %q", info.model, s)
+		}
+		if info.maxOut < 0 {
+			t.Fatalf("max output %d", info.maxOut)
+		}
+	})
 }
