@@ -92,8 +92,13 @@ type Metered struct {
 	Errors   int64   `json:"errors"`  // upstream or transport errors
 	Tokens   int64   `json:"tokens"`
 	CostUSD  float64 `json:"cost_usd"`
-	// CostKnown is false when a model had no price: cost_usd then counts
-	// only the priced ones.
+	// UsageUnknown counts the requests whose usage was never read (a
+	// stream aborted or cut before it, a body over its bound): each is
+	// charged at its reservation, its worst case.
+	UsageUnknown int64 `json:"usage_unknown,omitempty"`
+	// CostKnown is false when a model had no price (cost_usd then counts
+	// only the priced ones) or a request's usage was unknown (cost_usd
+	// counts its reservation).
 	CostKnown      bool         `json:"cost_known"`
 	Models         []ModelUsage `json:"models"`
 	FirstRequestAt time.Time    `json:"first_request_at"`
@@ -110,6 +115,7 @@ type ModelUsage struct {
 	CachedInputTokens int64   `json:"cached_input_tokens"`
 	CostUSD           float64 `json:"cost_usd"`
 	Priced            bool    `json:"priced"`
+	UsageUnknown      int64   `json:"usage_unknown,omitempty"`
 }
 
 // Escalation says how far the ladder went and with which settings.
@@ -245,6 +251,7 @@ type meteredWire struct {
 	Errors         int64        `json:"errors"`
 	Tokens         int64        `json:"tokens"`
 	CostUSD        float64      `json:"cost_usd"`
+	UsageUnknown   int64        `json:"usage_unknown,omitempty"`
 	CostKnown      bool         `json:"cost_known"`
 	Models         []ModelUsage `json:"models"`
 	FirstRequestAt jsonTime     `json:"first_request_at"`
@@ -257,7 +264,7 @@ func (m *Metered) wire() *meteredWire {
 		return nil
 	}
 	return &meteredWire{Requests: m.Requests, Refused: m.Refused, Errors: m.Errors, Tokens: m.Tokens, CostUSD: m.CostUSD,
-		CostKnown: m.CostKnown, Models: nonNil(m.Models), FirstRequestAt: jsonTime(m.FirstRequestAt),
+		UsageUnknown: m.UsageUnknown, CostKnown: m.CostKnown, Models: nonNil(m.Models), FirstRequestAt: jsonTime(m.FirstRequestAt),
 		LastRequestAt: jsonTime(m.LastRequestAt), RevokedAt: jsonTime(m.RevokedAt)}
 }
 
@@ -266,7 +273,7 @@ func (w *meteredWire) public() *Metered {
 		return nil
 	}
 	return &Metered{Requests: w.Requests, Refused: w.Refused, Errors: w.Errors, Tokens: w.Tokens, CostUSD: w.CostUSD,
-		CostKnown: w.CostKnown, Models: w.Models, FirstRequestAt: time.Time(w.FirstRequestAt),
+		UsageUnknown: w.UsageUnknown, CostKnown: w.CostKnown, Models: w.Models, FirstRequestAt: time.Time(w.FirstRequestAt),
 		LastRequestAt: time.Time(w.LastRequestAt), RevokedAt: time.Time(w.RevokedAt)}
 }
 

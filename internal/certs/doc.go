@@ -86,9 +86,11 @@
 //   - metered: present when the agent's LLM traffic went through
 //     hermeskilld's gateway — what was counted on the wire: requests,
 //     refused (after the revocation, or outside the API), errors, tokens,
-//     cost_usd, cost_known (false when a model had no price), models (each
-//     with model, requests, input_tokens, output_tokens,
-//     cached_input_tokens, cost_usd, priced), first_request_at,
+//     cost_usd, usage_unknown (present when not 0: the requests whose
+//     usage was never read, charged at their reservation), cost_known
+//     (false when a model had no price or a usage was unknown), models
+//     (each with model, requests, input_tokens, output_tokens,
+//     cached_input_tokens, cost_usd, priced, usage_unknown), first_request_at,
 //     last_request_at and revoked_at (null when not revoked). The tokens and
 //     cost checks used these figures; final_state keeps what the agent
 //     reported about itself.

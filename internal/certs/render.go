@@ -147,8 +147,15 @@ func (r *renderer) identity() {
 		fmt.Fprintf(tw, "exit\t%s\n", display.OrDash(exitText(c.Exit)))
 		if m := c.Metered; m != nil {
 			cost := fmt.Sprintf("$%.4f", m.CostUSD)
-			if !m.CostKnown {
+			unpriced := false
+			for _, u := range m.Models {
+				unpriced = unpriced || !u.Priced
+			}
+			if unpriced {
 				cost += " (a model had no price)"
+			}
+			if m.UsageUnknown > 0 {
+				cost += fmt.Sprintf(" (%d charged at their reservation: usage unknown)", m.UsageUnknown)
 			}
 			line := fmt.Sprintf("%d requests, %d tokens, %s", m.Requests, m.Tokens, cost)
 			if m.Refused > 0 || m.Errors > 0 {

@@ -70,6 +70,9 @@ type Config struct {
 	AgentWriteTimeout time.Duration
 	// IdleTimeout bounds an agent's idle keep-alive connection.
 	IdleTimeout time.Duration
+	// DefaultMaxOutputTokens is the output reserved for a request that
+	// names no output bound (DefaultMaxOutputTokens when 0).
+	DefaultMaxOutputTokens int64
 }
 
 func (c *Config) setDefaults() {
@@ -95,6 +98,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxToolArgsBytes <= 0 {
 		c.MaxToolArgsBytes = DefaultMaxToolArgsBytes
+	}
+	if c.DefaultMaxOutputTokens <= 0 {
+		c.DefaultMaxOutputTokens = DefaultMaxOutputTokens
 	}
 	def(&c.RequestTimeout, DefaultRequestTimeout)
 	def(&c.UpstreamHeaderTimeout, DefaultUpstreamHeaderTimeout)

@@ -26,9 +26,9 @@ type Grant struct {
 	closed   bool
 	inflight map[*flight]struct{}
 	// what its requests used (Metered)
-	requests, refused, errors, incomplete int64
-	models                                map[string]*ModelUsage
-	first, last                           time.Time
+	requests, refused, errors, incomplete, usageUnknown int64
+	models                                              map[string]*ModelUsage
+	first, last                                         time.Time
 }
 
 // flight is a request of the grant between its admission and its record.
@@ -180,6 +180,9 @@ func (gr *Grant) report(rec Record) {
 		if rec.Incomplete {
 			gr.incomplete++
 		}
+		if rec.UsageUnknown {
+			gr.usageUnknown++
+		}
 		if rec.Model != "" || rec.Tokens() > 0 {
 			m := gr.models[rec.Model]
 			if m == nil {
@@ -194,6 +197,9 @@ func (gr *Grant) report(rec Record) {
 			if rec.Tokens() > 0 && !rec.Priced {
 				m.Priced = false
 			}
+			if rec.UsageUnknown {
+				m.UsageUnknown++
+			}
 		}
 	}
 	gr.mu.Unlock()
@@ -207,7 +213,7 @@ func (gr *Grant) Metered() Metered {
 	gr.mu.Lock()
 	defer gr.mu.Unlock()
 	m := Metered{Requests: gr.requests, Refused: gr.refused, Errors: gr.errors, Incomplete: gr.incomplete,
-		CostKnown: true, FirstRequestAt: gr.first, LastRequestAt: gr.last, Models: make([]ModelUsage, 0, len(gr.models))}
+		UsageUnknown: gr.usageUnknown, CostKnown: gr.usageUnknown == 0, FirstRequestAt: gr.first, LastRequestAt: gr.last, Models: make([]ModelUsage, 0, len(gr.models))}
 	if gr.revoked != nil {
 		m.RevokedAt = gr.revoked.At
 	}

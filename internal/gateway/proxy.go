@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -76,6 +77,13 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := Record{At: start, Upstream: name, Path: truncate(rest, maxPathInRecord)}
+	if isWebSocket(r) {
+		// The Responses API's WebSocket transport: 426 is the answer its
+		// clients take to mean "use HTTP", at once, without retrying.
+		g.refuse(w, gr, up, rec, problem{status: http.StatusUpgradeRequired, code: "websocket_unsupported",
+			msg: "hermeskilld's LLM gateway meters HTTP requests only: use the HTTP API (WebSocket transport refused)"})
+		return
+	}
 	rt, found, ok := match(up.Style, r.Method, rest)
 	if !ok {
 		p := problem{status: http.StatusNotFound, code: "unknown_url",
@@ -97,22 +105,30 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		g.log.Debug("llm request body unread", zap.String("agent", gr.agentID), zap.Error(err))
 		return
 	}
-	var info struct {
-		Model         string `json:"model"`
-		Stream        bool   `json:"stream"`
-		StreamOptions *struct {
-			IncludeUsage bool `json:"include_usage"`
-		} `json:"stream_options"`
-	}
+	var info reqInfo
 	if r.Method == http.MethodPost {
-		_ = json.Unmarshal(body, &info) // not JSON: the upstream says so
+		if info, err = parseRequest(body); err != nil {
+			g.refuse(w, gr, up, rec, problem{status: http.StatusBadRequest, code: "duplicate_key",
+				msg: "request body has a " + err.Error() + ": hermeskilld's LLM gateway refuses a member named twice"})
+			return
+		}
 	}
-	rec.Model = info.Model
+	rec.Model = info.model
+	if rt.ep == epResponses && info.background {
+		g.refuse(w, gr, up, rec, problem{status: http.StatusBadRequest, code: "background_unsupported",
+			msg: `"background": true is refused by hermeskilld's LLM gateway: a background response's usage never passes through it; send the request without it`})
+		return
+	}
 	strip := false
-	if rt.ep == epChat && info.Stream && (info.StreamOptions == nil || !info.StreamOptions.IncludeUsage) {
+	if rt.ep == epChat && info.stream && !info.usageOpt {
 		if b, err := withIncludeUsage(body); err == nil {
 			body, strip = b, true
 		}
+	}
+	var res *reservation
+	if rt.ep != epOther {
+		rv := g.reserve(rt.ep, body, info)
+		res = &rv
 	}
 
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -123,7 +139,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer gr.landed(fl) // when forward panics; landed twice is harmless
-	x := &exchange{g: g, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, up: up, ep: rt.ep, strip: strip, rec: rec}
+	x := &exchange{g: g, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, up: up, ep: rt.ep, strip: strip, res: res, rec: rec}
 	abort := x.forward(rest, body)
 	gr.landed(fl)
 	x.rec.Duration = time.Since(start)
@@ -207,7 +223,8 @@ type exchange struct {
 	cancel context.CancelCauseFunc
 	up     *upstream
 	ep     endpoint
-	strip  bool // stream_options.include_usage was added: drop the usage-only chunk
+	strip  bool         // stream_options.include_usage was added: drop the usage-only chunk
+	res    *reservation // what the request is charged when its usage is not read; nil: unmetered
 	rec    Record
 }
 
@@ -231,6 +248,9 @@ func (x *exchange) forward(path string, body []byte) (abort bool) {
 	}
 	resp, err := x.g.transport.RoundTrip(out)
 	if err != nil {
+		if !notSent(err) {
+			x.chargeReservation() // the upstream may have begun, and bill it
+		}
 		x.failed(err, false)
 		return false
 	}
@@ -339,6 +359,29 @@ func (x *exchange) fill(rd reading, metered bool) {
 	if x.rec.Tokens() > 0 {
 		x.rec.CostUSD, x.rec.Priced = x.g.cfg.Prices.Cost(x.rec.Model, rd.in, rd.out, rd.cached)
 	}
+	if metered && !rd.usage {
+		x.chargeReservation()
+	}
+}
+
+// chargeReservation charges a request whose usage was not read at its
+// reservation: the larger of what was read and the reservation, for input
+// and output tokens alike, priced at the model's price.
+func (x *exchange) chargeReservation() {
+	if x.res == nil {
+		return
+	}
+	x.rec.UsageUnknown = true
+	x.rec.InputTokens = max(x.rec.InputTokens, x.res.in)
+	x.rec.OutputTokens = max(x.rec.OutputTokens, x.res.out)
+	x.rec.CostUSD, x.rec.Priced = x.g.cfg.Prices.Cost(x.rec.Model, x.rec.InputTokens, x.rec.OutputTokens, x.rec.CachedInputTokens)
+}
+
+// notSent is a round trip that failed before the request left: the
+// upstream could not be dialled.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // failed records why the exchange failed and answers the agent: with an

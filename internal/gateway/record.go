@@ -46,7 +46,16 @@ type Record struct {
 	// a body or an event over its bound, a body that is not the API's
 	// JSON): its usage and tool calls are those read, possibly none.
 	Incomplete bool
-	ToolCalls  []ToolCall // those the response asked for, in order
+	// UsageUnknown: the request reached the upstream, which may have
+	// charged for it, but its usage was never read (a stream the agent
+	// aborted or the kill cut before its usage, a body over its bound or
+	// not the API's JSON, a response never received). It is then charged
+	// at its reservation: the tokens and CostUSD are the larger of what
+	// was read and the request's worst case (its body's bytes / 4 as
+	// input, its output bound, else Config.DefaultMaxOutputTokens, as
+	// output), never a silent 0.
+	UsageUnknown bool
+	ToolCalls    []ToolCall // those the response asked for, in order
 	// Err says why the request failed or ended early: the upstream could
 	// not be reached or broke off, or the agent went away. Empty for a
 	// response the upstream sent in full, whatever its status.
@@ -80,10 +89,14 @@ type Metered struct {
 	// Incomplete counts the successful requests that could not be read
 	// in full (Record.Incomplete): their tokens may be missing.
 	Incomplete int64
-	Tokens     int64   // every model's input and output tokens
-	CostUSD    float64 // the priced models' cost
-	// CostKnown is false once a model without a price was used: CostUSD
-	// then counts only the priced ones.
+	// UsageUnknown counts the requests charged at their reservation
+	// (Record.UsageUnknown): CostKnown is then false.
+	UsageUnknown int64
+	Tokens       int64   // every model's input and output tokens
+	CostUSD      float64 // the priced models' cost
+	// CostKnown is false once a model without a price was used (CostUSD
+	// then counts only the priced ones), or a request's usage was unknown
+	// (UsageUnknown: CostUSD counts its reservation).
 	CostKnown      bool
 	Models         []ModelUsage // by model name
 	FirstRequestAt time.Time    // zero: none yet
@@ -99,7 +112,8 @@ type ModelUsage struct {
 	OutputTokens      int64
 	CachedInputTokens int64
 	CostUSD           float64
-	Priced            bool // false: CostUSD is 0 and means unknown
+	Priced            bool  // false: CostUSD is 0 and means unknown
+	UsageUnknown      int64 // its requests charged at their reservation
 }
 
 // Revocation is what Grant.Revoke did.

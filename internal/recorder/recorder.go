@@ -102,6 +102,9 @@ func AuditEvent(ev supervisor.Event) audit.Event {
 			if r.Refused {
 				data["refused"] = true
 			}
+			if r.UsageUnknown {
+				data["usage_unknown"] = true // charged at its reservation
+			}
 			if len(r.ToolCalls) > 0 {
 				names := make([]string, len(r.ToolCalls))
 				for i, t := range r.ToolCalls {

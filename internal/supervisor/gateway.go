@@ -76,11 +76,12 @@ func llmEnv(kv string) bool {
 // certMetered is the certificate's metered block.
 func certMetered(m gateway.Metered) *certs.Metered {
 	c := &certs.Metered{Requests: m.Requests, Refused: m.Refused, Errors: m.Errors, Tokens: m.Tokens,
-		CostUSD: m.CostUSD, CostKnown: m.CostKnown, FirstRequestAt: m.FirstRequestAt, LastRequestAt: m.LastRequestAt,
+		CostUSD: m.CostUSD, UsageUnknown: m.UsageUnknown, CostKnown: m.CostKnown, FirstRequestAt: m.FirstRequestAt, LastRequestAt: m.LastRequestAt,
 		RevokedAt: m.RevokedAt}
 	for _, u := range m.Models {
 		c.Models = append(c.Models, certs.ModelUsage{Model: u.Model, Requests: u.Requests, InputTokens: u.InputTokens,
-			OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens, CostUSD: u.CostUSD, Priced: u.Priced})
+			OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens, CostUSD: u.CostUSD, Priced: u.Priced,
+			UsageUnknown: u.UsageUnknown})
 	}
 	return c
 }

@@ -335,6 +335,9 @@ func (l *loop) meter() {
 	for _, rec := range l.meters.take() {
 		now := l.at(time.Now())
 		l.eff.emit(Event{Type: EventLLMRequest, LLM: &rec, Time: rec.At.Add(rec.Duration)})
+		if rec.UsageUnknown {
+			l.handle(l.engine.UsageUnknown(rec.Model, rec.Path, rec.CostUSD, now))
+		}
 		if !rec.Refused {
 			l.handle(l.engine.ObserveMetered(uint64(max(rec.Tokens(), 0)), rec.CostUSD, rec.Priced, rec.Model, wireTools(rec), now))
 		}

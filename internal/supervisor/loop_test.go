@@ -358,6 +358,33 @@ func TestLoopMeteredTriggeredAtDecision(t *testing.T) {
 	})
 }
 
+// Requests whose usage was never read (streams the agent aborted) come
+// charged at their reservation: the first raises the usage_unknown
+// warning, once, and their charges kill the run by cost.
+func TestLoopUsageUnknownWarnsAndCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, q := startMetered(t, agentWith(config.Checks{MaxRuntime: time.Hour, Cost: &config.CostLimit{Kill: 0.05}}))
+		rec := gateway.Record{At: time.Now(), Path: "chat/completions", Model: "gpt-test", Status: 200, Stream: true,
+			InputTokens: 25, OutputTokens: 500, CostUSD: 0.01025, Priced: true, Incomplete: true, UsageUnknown: true}
+		for range 4 {
+			q.Request(rec)
+			synctest.Wait()
+		}
+		require.Len(t, h.fake.warns, 1)
+		require.Equal(t, symptoms.Cost, h.fake.warns[0].Check)
+		require.Equal(t, "usage_unknown", h.fake.warns[0].Observed)
+		require.Empty(t, h.ladders())
+		q.Request(rec)
+		synctest.Wait()
+		l := h.ladders()
+		require.Len(t, l, 1)
+		require.Equal(t, symptoms.Cost, l[0].Check)
+		require.Len(t, h.fake.warns, 1, "the warning was once")
+		h.fake.result <- escalate.Result{Empty: true}
+		<-h.out
+	})
+}
+
 // The engine's clock never goes back: requests that overlapped (a long
 // stream that began first and ended last), and a datagram queued before a
 // record the loop applied, are applied at the loop's time, in order.

@@ -54,6 +54,9 @@ type State struct {
 	MeteredCostUSD float64 `json:"metered_cost_usd,omitempty"`
 	// CostUnknown: a metered request used a model with no price.
 	CostUnknown bool `json:"cost_unknown,omitempty"`
+	// UsageUnknown: a metered request's usage was never read and it was
+	// charged at its reservation.
+	UsageUnknown bool `json:"usage_unknown,omitempty"`
 	// LastTool is the last tool call tool_loop counted: the agent's own
 	// report (TOOL=), or with Config.Metered the wire's.
 	LastTool string `json:"last_tool"`

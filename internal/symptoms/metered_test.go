@@ -118,3 +118,25 @@ func TestReportedToolLoopWithoutGateway(t *testing.T) {
 	require.Equal(t, "web_search", e.State().LastTool)
 	require.Equal(t, "web_search", e.State().ReportedTool)
 }
+
+// A request whose usage was never read is charged at its reservation:
+// the first raises a warning (check cost, observed usage_unknown), once,
+// and the reserved charges count for the cost budget.
+func TestMeteredUsageUnknown(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	e := New(Config{Metered: true, Checks: config.Checks{Cost: &config.CostLimit{Kill: 0.05}}}, now)
+	w := one(t, e.UsageUnknown("gpt-test", "chat/completions", 0.0103, now))
+	require.Equal(t, Cost, w.Check)
+	require.Equal(t, Warning, w.Severity)
+	require.Equal(t, "usage_unknown", w.Observed)
+	require.Contains(t, w.Message, "charged at its reservation, $0.01")
+	require.True(t, e.State().UsageUnknown)
+	require.Empty(t, e.UsageUnknown("gpt-test", "chat/completions", 0.0103, now), "once a run")
+	for range 4 {
+		require.Empty(t, e.ObserveMetered(525, 0.0103, true, "gpt-test", nil, now))
+	}
+	k := one(t, e.ObserveMetered(525, 0.0103, true, "gpt-test", nil, now))
+	require.Equal(t, Terminal, k.Severity)
+	require.Equal(t, Cost, k.Check)
+	require.Equal(t, 1, e.State().Warnings)
+}

@@ -135,6 +135,22 @@ func (e *Engine) ObserveMetered(tokens uint64, costUSD float64, priced bool, mod
 	return out
 }
 
+// UsageUnknown is a metered request whose usage was never read (a stream
+// aborted or cut before its usage, a body over its bound): the gateway
+// charged it at its reservation, costUSD, which ObserveMetered then counts.
+// The first of a run raises a warning, check cost, observed
+// "usage_unknown": its spend is an estimate, never a silent $0.
+func (e *Engine) UsageUnknown(model, path string, costUSD float64, now time.Time) []Symptom {
+	if e.st.UsageUnknown {
+		return nil
+	}
+	e.st.UsageUnknown = true
+	s := Symptom{At: now, Check: Cost, Severity: Warning, Observed: "usage_unknown", Threshold: "",
+		Message: fmt.Sprintf("the usage of a %s response (model %q) was never read: it is charged at its reservation, %s", path, model, usd(costUSD))}
+	e.record(s)
+	return []Symptom{s}
+}
+
 // ToolCall is one tool call seen on the wire.
 type ToolCall struct{ Name, ArgsSHA256 string }
 
