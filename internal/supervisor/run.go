@@ -119,6 +119,7 @@ func (r *Run) start() error {
 	sock, err := heartbeat.Listen(heartbeat.Config{
 		Path: sockPath, UID: uid, GID: gid,
 		Auth: heartbeat.AuthFunc(r.authenticate), Rate: o.HeartbeatRate, Poller: o.Poller,
+		Ready: r.treeReady, // a datagram can arrive before Start has the pid
 	})
 	if err != nil {
 		return fmt.Errorf("heartbeat socket: %w", err)
@@ -200,7 +201,14 @@ func (r *Run) abandon() {
 
 // authenticate is the heartbeat socket's Authenticator: tree membership.
 func (r *Run) authenticate(pid int) heartbeat.Verdict {
-	<-r.treeReady // a datagram can arrive before Start has the pid
+	select {
+	case <-r.treeReady:
+	default:
+		// Never waited for: the socket is read only once the tree is
+		// ready (heartbeat.Config.Ready), and a poller that waited here
+		// would hold back every other agent's heartbeats.
+		return heartbeat.NotMember
+	}
 	if r.tree == nil {
 		return heartbeat.NotMember
 	}
