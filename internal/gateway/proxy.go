@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/fault"
 )
 
 // errIdle is the cause of an upstream request cut for its silence.
@@ -68,6 +70,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			msg: "invalid API key: hermeskilld's LLM gateway takes the key of a running agent's grant"}.write(w, up.Style)
 		return
 	}
+	defer g.recoverRequest(gr)
 	rec := Record{At: start, Upstream: name, Path: truncate(rest, maxPathInRecord)}
 	rt, found, ok := match(up.Style, r.Method, rest)
 	if !ok {
@@ -116,7 +119,8 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer gr.landed(fl) // when forward panics; landed twice is harmless
-	x := &exchange{g: g, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, up: up, ep: rt.ep, strip: strip, rec: rec}
+	x := &exchange{g: g, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, up: up, ep: rt.ep, strip: strip, rec: rec,
+		agentID: gr.agentID}
 	abort := x.forward(rest, body)
 	gr.landed(fl)
 	x.rec.Duration = time.Since(start)
@@ -128,6 +132,28 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// an error rather than a short answer.
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// recoverRequest turns a panic in the handling of one of gr's requests
+// (its body, its response's events, its metering) into that run's
+// failure: net/http would recover it and go on, the request never metered
+// — spend the budgets would not see. The run is told (FaultObserver: it
+// is killed for internal_error), and the agent's response is broken off.
+func (g *Gateway) recoverRequest(gr *Grant) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler { // the sentinel itself, as net/http compares it
+		panic(v)
+	}
+	e := fault.Recovered(fault.GatewayMeter, v)
+	g.log.Error("internal error: the gateway panicked on a request; its run is killed",
+		zap.String("agent", gr.agentID), zap.String("panic", e.Panic), zap.String("stack", e.Stack))
+	if fo, ok := gr.obs.(FaultObserver); ok {
+		fo.Fault(e)
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // refuse answers a request the gateway will not forward and records it.
@@ -202,6 +228,8 @@ type exchange struct {
 	ep     endpoint
 	strip  bool // stream_options.include_usage was added: drop the usage-only chunk
 	rec    Record
+	// agentID is the grant's agent.
+	agentID string
 }
 
 // forward sends the request upstream and relays the response, filling
@@ -322,6 +350,7 @@ func (x *exchange) copyBody(src io.Reader, metered bool) (held []byte, err error
 
 // fill completes the record from what the meter read.
 func (x *exchange) fill(rd reading, metered bool) {
+	fault.Inject(fault.GatewayMeter, x.agentID)
 	if rd.model != "" {
 		x.rec.Model = rd.model
 	}
