@@ -56,13 +56,15 @@ test-go:
 # The long loops of the guarantees (make test runs a short loop of each):
 # 50 cooperative stops per containment mode and blocking call, 50 SIGKILLs
 # of supervise at random moments and 50 of a daemon of five agents per
-# mode, and 10 minutes of daemon churn
+# mode, 10 minutes of daemon churn
 # (50 agents, some hostile) with its goroutines, descriptors and memory
-# printed as a curve. Without the race detector: the figures are the
-# shipped binary's.
+# printed as a curve, and 5 minutes of 50 agents starting and stopping
+# beside a watched agent (400 ms heartbeat timeout) whose longest
+# heartbeat wait is printed. Without the race detector: the figures are
+# the shipped binary's.
 soak:
-	HK_SOAK_RUNS=50 HK_SOAK_DURATION=10m $(GO) test -count=1 -timeout 60m -v \
-		-run 'TestCooperativeStopNeverLost|TestFailClosedAtAnyMoment|TestFailClosedDaemonKilled|TestSoakDaemonChurn' ./cmd/hermeskilld/
+	HK_SOAK_RUNS=50 HK_SOAK_DURATION=10m HK_ISOLATION_DURATION=5m $(GO) test -count=1 -timeout 60m -v \
+		-run 'TestCooperativeStopNeverLost|TestFailClosedAtAnyMoment|TestFailClosedDaemonKilled|TestSoakDaemonChurn|TestHeartbeatIsolationUnderChurn' ./cmd/hermeskilld/
 
 test-python:
 	$(PYTHON) -m unittest discover -s clients/python -p 'test_*.py'

@@ -32,6 +32,7 @@ const asMain = "HK_AS_HERMESKILLD"
 func TestMain(m *testing.M) {
 	keeper.Main()
 	if os.Getenv(asMain) == "1" {
+		injectPanics(os.Getenv(panicEnv))
 		os.Exit(run(os.Args[1:]))
 	}
 	os.Exit(m.Run())

@@ -79,7 +79,19 @@ type Certificate struct {
 	Survivors      []Survivor        `json:"survivors"`
 	Metered        *Metered          `json:"metered,omitempty"`
 	AuditAnchor    *AuditAnchor      `json:"audit_anchor,omitempty"`
-	Signature      *Signature        `json:"signature,omitempty"`
+	// InternalError is set when hermeskilld's own code serving the run
+	// panicked (check internal_error).
+	InternalError *InternalError `json:"internal_error,omitempty"`
+	Signature     *Signature     `json:"signature,omitempty"`
+}
+
+// InternalError is a panic recovered in hermeskilld's code serving the
+// run: where, the panic's value and the panicking goroutine's stack (its
+// top, at most 8 KiB).
+type InternalError struct {
+	Component string `json:"component"` // run_loop, ladder, slot, gateway_meter
+	Panic     string `json:"panic"`
+	Stack     string `json:"stack"`
 }
 
 // Metered is what hermeskilld's LLM gateway counted on the wire during the
@@ -242,6 +254,7 @@ type certWire struct {
 	Survivors      []Survivor        `json:"survivors"`
 	Metered        *meteredWire      `json:"metered,omitempty"`
 	AuditAnchor    *AuditAnchor      `json:"audit_anchor,omitempty"`
+	InternalError  *InternalError    `json:"internal_error,omitempty"`
 	Signature      *Signature        `json:"signature,omitempty"`
 }
 
@@ -320,7 +333,7 @@ func (c Certificate) MarshalJSON() ([]byte, error) {
 		OperatorReason: c.OperatorReason, Escalation: c.Escalation, Exit: c.Exit,
 		SymptomsLog: nonNil(c.SymptomsLog), ShutdownLog: nonNil(c.ShutdownLog),
 		FinalState: c.FinalState, ProcessTree: nonNil(c.ProcessTree), LastOutput: c.LastOutput,
-		Survivors: nonNil(c.Survivors), Metered: c.Metered.wire(), AuditAnchor: c.AuditAnchor, Signature: c.Signature,
+		Survivors: nonNil(c.Survivors), Metered: c.Metered.wire(), AuditAnchor: c.AuditAnchor, InternalError: c.InternalError, Signature: c.Signature,
 	})
 }
 
@@ -339,7 +352,7 @@ func (c *Certificate) UnmarshalJSON(b []byte) error {
 		OperatorReason: w.OperatorReason, Escalation: w.Escalation, Exit: w.Exit,
 		SymptomsLog: w.SymptomsLog, ShutdownLog: w.ShutdownLog, FinalState: w.FinalState,
 		ProcessTree: w.ProcessTree, LastOutput: w.LastOutput, Survivors: w.Survivors,
-		Metered: w.Metered.public(), AuditAnchor: w.AuditAnchor, Signature: w.Signature,
+		Metered: w.Metered.public(), AuditAnchor: w.AuditAnchor, InternalError: w.InternalError, Signature: w.Signature,
 	}
 	return nil
 }

@@ -46,7 +46,7 @@
 //     "external" (died by a signal hermeskilld did not send, e.g. the OOM
 //     killer).
 //   - trigger_check: the check that fired (the stable names of the checks:
-//     heartbeat_timeout, memory, … , manual), or "external".
+//     heartbeat_timeout, memory, … , manual, internal_error), or "external".
 //   - trigger_reason: one line saying why, with the observed value and the
 //     threshold ("no heartbeat for 30.0s (timeout 30s)").
 //   - operator: who asked for a manual kill (the control socket's caller,
@@ -99,6 +99,11 @@
 //     next line's prev_sha256 carries it); omitted when there is no audit
 //     log. Once the certificate is signed or delivered, the log cannot lose
 //     or change that line unnoticed.
+//   - internal_error: present when hermeskilld's own code serving the run
+//     panicked (check internal_error; the run was killed for it, or the
+//     kill already climbing finished with SIGKILL) — component (run_loop,
+//     ladder, slot, gateway_meter), panic (the value) and stack (the
+//     panicking goroutine's, its top 8 KiB).
 //   - signature: present when a signing key is configured — alg ("ed25519"),
 //     key_id (KeyID of the public key) and value (base64 of the signature).
 //

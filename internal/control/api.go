@@ -168,6 +168,9 @@ type MessageCounts struct {
 	RateLimited  uint64 `json:"rate_limited"`
 	Overflow     uint64 `json:"overflow"`
 	Directives   uint64 `json:"directives_sent"`
+	// MaxIntakeLagMS is the longest a datagram waited from its arrival
+	// to its reading (the daemon's poller; 0 under supervise).
+	MaxIntakeLagMS float64 `json:"max_intake_lag_ms,omitempty"`
 }
 
 // Quarantine says why an agent is kept down.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/fault"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 )
@@ -71,14 +72,29 @@ func (s *slot) poke() {
 	}
 }
 
-// loop is the slot's goroutine.
+// loop is the slot's goroutine. A panic in it (serve) ends its run, if
+// any, for internal_error and leaves the agent down (failed) until an
+// operator releases it; the slot and every other agent go on.
 func (s *slot) loop() {
 	defer close(s.done)
+	for !s.serve() {
+	}
+}
+
+// serve runs the slot until it ends (true), or until a panic, recovered
+// (false).
+func (s *slot) serve() (ended bool) {
+	var cur agentRun // the run started, until it ended
+	defer func() {
+		if v := recover(); v != nil {
+			s.recovered(fault.Recovered(fault.Slot, v), cur)
+		}
+	}()
 	for {
 		s.mu.Lock()
 		if s.removed || s.shutdown {
 			s.mu.Unlock()
-			return
+			return true
 		}
 		blocked := s.blockedLocked() != ""
 		delay := time.Until(s.retryAt)
@@ -91,6 +107,8 @@ func (s *slot) loop() {
 		if r == nil {
 			continue
 		}
+		cur = r
+		fault.Inject(fault.Slot, s.id)
 		// A stopFor that came while the run was starting found none to
 		// stop: stop this one, or the slot would wait on it for ever (and
 		// the daemon's shutdown with it). Killing twice is harmless.
@@ -102,11 +120,59 @@ func (s *slot) loop() {
 		}
 		<-r.Done()
 		s.ended(r.Wait())
+		cur = nil
 		if s.logw != nil {
 			s.logw.Close()
 			s.logw = nil
 		}
 	}
+}
+
+// failer is a run that can be killed for an internal error
+// (*supervisor.Run).
+type failer interface{ Fail(*fault.Error) }
+
+// recovered ends what a panic in the slot's goroutine left: its run r (if
+// any) is killed for internal_error and waited for, its certificate
+// written by the run; the agent is left down as failed. s.mu may still be
+// held by the code that panicked: it is not waited for.
+func (s *slot) recovered(e *fault.Error, r agentRun) {
+	s.log.Error("internal error: the agent's slot panicked; its run is killed and the agent left down",
+		zap.String("panic", e.Panic), zap.String("stack", e.Stack))
+	if r != nil {
+		if f, ok := r.(failer); ok {
+			f.Fail(e)
+		} else {
+			r.Kill("hermeskilld", "internal error: "+e.Panic)
+		}
+		<-r.Done()
+	}
+	if !s.mu.TryLock() {
+		s.log.Error("the agent's slot is left as it was: its lock is held")
+		return
+	}
+	if r != nil && s.run == r {
+		out := r.Wait()
+		s.run = nil
+		s.lastExit = out.Exit.String()
+		if out.CertPath != "" {
+			s.lastCert = out.CertPath
+		}
+	}
+	s.failed = "internal error (" + e.Component + "): " + e.Panic + "; release the agent to start it again"
+	s.killedBy, s.stopBy = nil, nil
+	for _, w := range s.waiters {
+		w <- control.KillResult{ID: s.id, Error: "internal error"}
+	}
+	s.waiters = nil
+	s.notifyStartersLocked(nil, fmt.Errorf("%w: not started again: %s", control.ErrConflict, s.failed))
+	if s.logw != nil {
+		s.logw.Close()
+		s.logw = nil
+	}
+	state, note := s.stateLocked()
+	s.mu.Unlock()
+	s.d.publishState(s.id, state, note)
 }
 
 // sleep waits for a wake-up, the end of the backoff delay (unless

@@ -33,6 +33,7 @@ func wireRun(st supervisor.Status) *control.RunStatus {
 			Oversize: st.Heartbeat.Oversize, Malformed: st.Heartbeat.Malformed, Forged: st.Heartbeat.Forged,
 			Unverifiable: st.Heartbeat.Unverifiable, RateLimited: st.Heartbeat.RateLimited,
 			Overflow: st.Heartbeat.Overflow, Directives: st.Heartbeat.Directives,
+			MaxIntakeLagMS: float64(st.Heartbeat.MaxIntakeLag.Microseconds()) / 1000,
 		},
 	}
 	if a.HeartbeatTimeout > 0 {

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/fault"
 )
 
 // errIdle is the cause of an upstream request cut for its silence.
@@ -76,6 +78,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			msg: "this key is honoured only on connections from the processes of the agent run it was given to (hermeskilld)"}.write(w, up.Style)
 		return
 	}
+	defer g.recoverRequest(gr)
 	rec := Record{At: start, Upstream: name, Path: truncate(rest, maxPathInRecord)}
 	if isWebSocket(r) {
 		// The Responses API's WebSocket transport: 426 is the answer its
@@ -139,7 +142,8 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer gr.landed(fl) // when forward panics; landed twice is harmless
-	x := &exchange{g: g, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, up: up, ep: rt.ep, strip: strip, res: res, rec: rec}
+	x := &exchange{g: g, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, up: up, ep: rt.ep, strip: strip, res: res, rec: rec,
+		agentID: gr.agentID}
 	abort := x.forward(rest, body)
 	gr.landed(fl)
 	x.rec.Duration = time.Since(start)
@@ -151,6 +155,28 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// an error rather than a short answer.
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// recoverRequest turns a panic in the handling of one of gr's requests
+// (its body, its response's events, its metering) into that run's
+// failure: net/http would recover it and go on, the request never metered
+// — spend the budgets would not see. The run is told (FaultObserver: it
+// is killed for internal_error), and the agent's response is broken off.
+func (g *Gateway) recoverRequest(gr *Grant) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler { // the sentinel itself, as net/http compares it
+		panic(v)
+	}
+	e := fault.Recovered(fault.GatewayMeter, v)
+	g.log.Error("internal error: the gateway panicked on a request; its run is killed",
+		zap.String("agent", gr.agentID), zap.String("panic", e.Panic), zap.String("stack", e.Stack))
+	if fo, ok := gr.obs.(FaultObserver); ok {
+		fo.Fault(e)
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // refuse answers a request the gateway will not forward and records it.
@@ -226,6 +252,8 @@ type exchange struct {
 	strip  bool         // stream_options.include_usage was added: drop the usage-only chunk
 	res    *reservation // what the request is charged when its usage is not read; nil: unmetered
 	rec    Record
+	// agentID is the grant's agent.
+	agentID string
 }
 
 // forward sends the request upstream and relays the response, filling
@@ -349,6 +377,7 @@ func (x *exchange) copyBody(src io.Reader, metered bool) (held []byte, err error
 
 // fill completes the record from what the meter read.
 func (x *exchange) fill(rd reading, metered bool) {
+	fault.Inject(fault.GatewayMeter, x.agentID)
 	if rd.model != "" {
 		x.rec.Model = rd.model
 	}

@@ -5,6 +5,8 @@ package gateway
 
 import (
 	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/fault"
 )
 
 // Observer receives what the gateway metered for one grant.
@@ -15,6 +17,15 @@ type Observer interface {
 	// goroutines: it must not block. A request is no longer in flight
 	// when it is reported, so a Revoke it leads to does not cut it.
 	Request(r Record)
+}
+
+// FaultObserver is an Observer told of a panic in the gateway's handling
+// of one of the grant's requests (the gateway recovers it, counts it and
+// breaks that response off): the run should be failed, since what the
+// request used may not have been counted.
+type FaultObserver interface {
+	Observer
+	Fault(e *fault.Error)
 }
 
 // Record is one request of a grant, as the gateway saw it.

@@ -18,8 +18,11 @@ const (
 )
 
 // Authenticator decides whether a sender pid belongs to the agent's tree.
-// It is called from the socket's reader goroutine, so it should answer
-// quickly: while it runs nothing is read, and Socket.Close waits for it.
+// It is called while the socket is read — with a Poller, on the goroutine
+// that reads every agent's socket — so it must answer at once and never
+// wait for its run's state (Config.Ready holds the reading back until the
+// run can answer): while it runs nothing is read, and Socket.Close waits
+// for it.
 type Authenticator interface {
 	Authenticate(pid int) Verdict
 }
@@ -59,7 +62,8 @@ type cacheEntry struct {
 	expires time.Time
 }
 
-// authCache is used only by the socket's reader goroutine.
+// authCache is used only by whoever reads the socket (its reader
+// goroutine, or under Socket.readMu with a Poller).
 type authCache struct {
 	auth    Authenticator
 	entries map[int]cacheEntry

@@ -37,11 +37,18 @@ type Poller struct {
 	interval time.Duration
 	epfd     int
 
-	mu     sync.Mutex // held while reading; guards what follows
+	// mu guards the set of sockets and the epoll instance only: it is
+	// never held while a socket is read, so that nothing one agent's
+	// socket does (a flood, a sender being authenticated, a socket being
+	// closed) holds back the reading of the others.
+	mu     sync.Mutex
 	socks  map[int32]*Socket
 	closed bool
-	buf    []byte
-	oob    []byte
+
+	// Used by the poller's goroutine only.
+	buf, oob []byte
+	events   []unix.EpollEvent
+	ready    []*Socket
 
 	batches atomic.Uint64
 	stop    chan struct{} // closed by Close
@@ -105,18 +112,22 @@ func (p *Poller) add(s *Socket) error {
 // never will again.
 func (p *Poller) remove(s *Socket) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.socks[int32(s.fd)] == s {
 		delete(p.socks, int32(s.fd))
 		if !p.closed { // once closed, epfd may be another file's number
 			_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
 		}
 	}
+	p.mu.Unlock()
+	// The poller may have taken s among the ready ones just before: wait
+	// for that reading to end; any later one sees removed and stops.
+	s.readMu.Lock()
+	s.removed = true
+	s.readMu.Unlock()
 }
 
 func (p *Poller) run() {
 	defer close(p.done)
-	events := make([]unix.EpollEvent, 256)
 	next := time.NewTimer(p.interval)
 	defer next.Stop()
 	quiet := hotBatches + 1 // batches in a row in which no socket was busy
@@ -126,30 +137,15 @@ func (p *Poller) run() {
 		case <-p.stop:
 			return
 		}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
+		ready, ok := p.wait()
+		if !ok {
 			return
 		}
 		busiest := 0
-		for {
-			n, err := unix.EpollWait(p.epfd, events, 0)
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if n > 0 {
-				p.batches.Add(1)
-			}
-			for _, ev := range events[:max(n, 0)] {
-				if s := p.socks[ev.Fd]; s != nil {
-					busiest = max(busiest, p.readLocked(s, batchPerSocket))
-				}
-			}
-			if n < len(events) {
-				break // every ready socket was read
-			}
+		for i, s := range ready {
+			busiest = max(busiest, s.readBatch(p.buf, p.oob, p.interval, batchPerSocket))
+			ready[i] = nil
 		}
-		p.mu.Unlock()
 		// A socket that held more than a datagram is sending faster than
 		// a heartbeat: its kernel queue holds only net.unix.max_dgram_qlen
 		// datagrams (often 10) and its client drops what does not fit, so
@@ -167,6 +163,38 @@ func (p *Poller) run() {
 	}
 }
 
+// wait returns the sockets that have datagrams waiting, under p.mu and
+// without blocking; false once the poller is closed. The events buffer
+// holds every socket, so that one epoll_wait(2) sees them all (ready
+// sockets that are not read, such as one whose run is not ready yet, are
+// reported again and again: level-triggered).
+func (p *Poller) wait() ([]*Socket, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, false
+	}
+	if n := len(p.socks) + 1; len(p.events) < n {
+		p.events = make([]unix.EpollEvent, max(n, 2*len(p.events), 256))
+	}
+	p.ready = p.ready[:0]
+	for {
+		n, err := unix.EpollWait(p.epfd, p.events, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if n > 0 {
+			p.batches.Add(1)
+		}
+		for _, ev := range p.events[:max(n, 0)] {
+			if s := p.socks[ev.Fd]; s != nil {
+				p.ready = append(p.ready, s)
+			}
+		}
+		return p.ready, true
+	}
+}
+
 // While a socket is busy the poller looks every hotInterval, and keeps to
 // it for hotBatches more batches once all are quiet.
 const (
@@ -178,23 +206,50 @@ const (
 // waiting for the poller's next batch. A consumer calls it before judging
 // a deadline, so that a heartbeat that arrived in time is applied first.
 // Without a poller it does nothing: the socket's reader reads at once.
+// It waits for nothing but s's own reading (the poller's, at most one
+// batch of s): never for the other sockets.
 func (s *Socket) Sync() {
-	p := s.poller
-	if p == nil {
+	if s.poller == nil {
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.socks[int32(s.fd)] == s {
-		p.readLocked(s, queueLen)
-	}
+	b := syncBufs.Get().(*syncBuf)
+	defer syncBufs.Put(b)
+	s.readPolled(b.buf, b.oob, s.poller.interval, queueLen, true)
 }
 
-// readLocked reads up to max datagrams from s and returns how many it
-// read; p.mu is held.
-func (p *Poller) readLocked(s *Socket, max int) (read int) {
+// syncBuf is the buffers of a Sync, which can run beside the poller's
+// batch (of other sockets) and other sockets' Syncs.
+type syncBuf struct{ buf, oob []byte }
+
+var syncBufs = sync.Pool{New: func() any {
+	return &syncBuf{buf: make([]byte, MaxDatagram), oob: make([]byte, oobPollSize)}
+}}
+
+// readBatch is the poller's reading of s: up to max datagrams, and none
+// when s is being read already (by a Sync, which reads it all).
+func (s *Socket) readBatch(buf, oob []byte, interval time.Duration, max int) int {
+	return s.readPolled(buf, oob, interval, max, false)
+}
+
+// readPolled reads up to max datagrams from s into buf and oob and returns how
+// many it read; wait: wait for s's other reader rather than leave it to
+// it. Nothing is read before the socket's run is ready (Config.Ready), nor
+// while descriptors an earlier datagram passed are still being closed.
+func (s *Socket) readPolled(buf, oob []byte, interval time.Duration, max int, wait bool) (read int) {
+	if wait {
+		s.readMu.Lock()
+	} else if !s.readMu.TryLock() {
+		return 0
+	}
+	defer s.readMu.Unlock()
+	if s.removed || !s.isReady() {
+		return 0
+	}
 	for range max {
-		n, oobn, flags, from, err := unix.Recvmsg(s.fd, p.buf, p.oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+		if s.closingFDs.Load() {
+			return
+		}
+		n, oobn, flags, from, err := unix.Recvmsg(s.fd, buf, oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 			return
 		}
@@ -206,17 +261,37 @@ func (p *Poller) readLocked(s *Socket, max int) (read int) {
 		if sa, ok := from.(*unix.SockaddrUnix); ok {
 			name = sa.Name
 		}
-		oob := p.oob[:oobn]
-		s.handle(p.buf[:n], oob, flags, name, arrival(oob, time.Now(), p.interval))
+		ctl := oob[:oobn]
+		now := time.Now()
+		at, age := arrival(ctl, now, interval)
+		s.stats.lag(age)
+		s.handle(buf[:n], ctl, flags, name, at)
 		read++
 	}
 	return read
 }
 
+// isReady reports whether the socket's run can judge its senders; s.readMu
+// is held.
+func (s *Socket) isReady() bool {
+	if s.ready == nil {
+		return true
+	}
+	select {
+	case <-s.ready:
+		s.ready = nil
+		return true
+	default:
+		return false
+	}
+}
+
 // arrival is when the datagram with control messages oob arrived, on the
 // monotonic clock of now: now less the age the kernel's timestamp gives,
 // within what a batch can delay (a wall clock stepped since is ignored).
-func arrival(oob []byte, now time.Time, interval time.Duration) time.Time {
+// age is how long it waited to be read, by the kernel's stamp (0 without
+// one, or with one from a clock stepped since).
+func arrival(oob []byte, now time.Time, interval time.Duration) (at time.Time, age time.Duration) {
 	for len(oob) > 0 {
 		hdr, data, rest, err := unix.ParseOneSocketControlMessage(oob)
 		if err != nil {
@@ -226,13 +301,16 @@ func arrival(oob []byte, now time.Time, interval time.Duration) time.Time {
 		if hdr.Level == unix.SOL_SOCKET && hdr.Type == unix.SCM_TIMESTAMPNS && len(data) >= int(unsafe.Sizeof(unix.Timespec{})) {
 			ts := *(*unix.Timespec)(unsafe.Pointer(&data[0]))
 			age := now.Sub(time.Unix(ts.Unix()))
-			if age < 0 || age > 2*interval+time.Second {
-				return now
+			switch {
+			case age < 0 || age > time.Hour:
+				return now, 0
+			case age > 2*interval+time.Second:
+				return now, age
 			}
-			return now.Add(-age)
+			return now.Add(-age), age
 		}
 	}
-	return now
+	return now, 0
 }
 
 // Batches counts the batches read so far.

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,4 +206,96 @@ func TestPollerKeepsUpWithABusySocket(t *testing.T) {
 	}
 	// Blocked senders are drained at the busy pace, not once a second.
 	assert.Less(t, time.Since(began), 10*time.Second)
+}
+
+// A socket whose run is not ready yet is not read, and holds back no
+// other socket: what reached it waits in the kernel's queue and is read,
+// with its arrival time, once the run is ready.
+func TestPollerNotHeldByUnreadySocket(t *testing.T) {
+	interval := 20 * time.Millisecond
+	p := newPoller(t, interval)
+	ready := make(chan struct{})
+	var early atomic.Bool
+	auth := heartbeat.AuthFunc(func(pid int) heartbeat.Verdict {
+		select {
+		case <-ready:
+		default:
+			early.Store(true)
+		}
+		return selfOnly.Authenticate(pid)
+	})
+	a := listenConfig(t, heartbeat.Config{Path: sockIn(t), UID: -1, GID: -1, Auth: auth, Poller: p, Ready: ready})
+	b := listenConfig(t, heartbeat.Config{Path: sockIn(t), UID: -1, GID: -1, Auth: selfOnly, Poller: p})
+	sa, sb := newSender(t, a.Path()), newSender(t, b.Path())
+
+	sentA := time.Now()
+	sa.send("STATUS=early")
+	for i := range 10 {
+		sent := time.Now()
+		sb.send("PROGRESS=" + strconv.Itoa(i+1))
+		r := recv(t, b)
+		require.Equal(t, uint64(i+1), r.Msg.Progress)
+		assert.Less(t, time.Since(sent), 10*interval, "beat %d of the other socket was held back", i+1)
+		time.Sleep(interval)
+	}
+	began := time.Now()
+	a.Sync() // neither reads nor waits
+	assert.Less(t, time.Since(began), 100*time.Millisecond)
+	select {
+	case r := <-a.C():
+		t.Fatalf("read before the run was ready: %+v", r.Msg)
+	default:
+	}
+	require.False(t, early.Load(), "the sender was judged before the run was ready")
+
+	close(ready)
+	r := recv(t, a)
+	require.Equal(t, "early", r.Msg.Status)
+	assert.Less(t, r.At.Sub(sentA), 50*time.Millisecond, "At is the arrival, not the reading")
+	assert.GreaterOrEqual(t, a.Stats().MaxIntakeLag, 10*interval, "the wait is measured")
+}
+
+// A flooded socket holds back no other: a quiet socket's beat is read
+// within a batch or two while another is flooded.
+func TestPollerFloodSparesOthers(t *testing.T) {
+	interval := 20 * time.Millisecond
+	p := newPoller(t, interval)
+	flooded := listenConfig(t, heartbeat.Config{Path: sockIn(t), UID: -1, GID: -1, Auth: selfOnly, Poller: p})
+	quiet := listenConfig(t, heartbeat.Config{Path: sockIn(t), UID: -1, GID: -1, Auth: selfOnly, Poller: p})
+	sf, sq := newSender(t, flooded.Path()), newSender(t, quiet.Path())
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = sf.trySend("WATCHDOG=1")
+			}
+		}
+	}()
+	go func() { // the flooded socket's consumer keeps up
+		defer wg.Done()
+		for r := range flooded.C() {
+			heartbeat.Free(r)
+		}
+	}()
+	var worst time.Duration
+	for i := range 20 {
+		sent := time.Now()
+		sq.send("PROGRESS=" + strconv.Itoa(i+1))
+		r := recv(t, quiet)
+		require.Equal(t, uint64(i+1), r.Msg.Progress)
+		worst = max(worst, time.Since(sent))
+		time.Sleep(interval / 2)
+	}
+	close(stop)
+	require.NoError(t, flooded.Close())
+	wg.Wait()
+	t.Logf("worst intake of the quiet socket under the flood: %v", worst)
+	assert.Less(t, worst, 10*interval)
+	assert.Less(t, quiet.Stats().MaxIntakeLag, 10*interval)
 }

@@ -70,6 +70,11 @@ type Config struct {
 	// Poller, when set, reads the socket along with its other sockets
 	// (see Poller); nil gives the socket a reader goroutine of its own.
 	Poller *Poller
+	// Ready, when set, is closed once Auth can answer (the agent's tree
+	// is known). Until then nothing is read: what arrives waits in the
+	// kernel's queue, stamped with its arrival, and a poller goes on
+	// reading the other sockets rather than wait for this one.
+	Ready <-chan struct{}
 }
 
 // Socket is a listening heartbeat socket. Its reader goroutine (or its
@@ -78,10 +83,11 @@ type Socket struct {
 	conn  *net.UnixConn // nil when a Poller reads the socket
 	path  string
 	uid   int
-	auth  *authCache
-	rate  rateLimiter
+	auth  *authCache  // under readMu with a Poller
+	rate  rateLimiter // under readMu with a Poller
 	out   chan *Received
 	stats Stats
+	stop  chan struct{} // closed by Close
 
 	clientsMu sync.Mutex
 	clients   map[string]struct{}
@@ -96,6 +102,17 @@ type Socket struct {
 	fd     int
 	fdMu   sync.RWMutex
 	closed bool // under fdMu
+
+	// With a Poller: held while the socket is read (by the poller's
+	// batch or a Sync), so that one socket's reading holds back no other.
+	readMu  sync.Mutex
+	removed bool            // under readMu: read no more
+	ready   <-chan struct{} // under readMu: nil once closed
+	// closingFDs: descriptors a datagram passed are being closed on a
+	// goroutine of their own (closing one can block: a socket that
+	// lingers, a file on a stalled FUSE or NFS mount); the socket is not
+	// read until they are.
+	closingFDs atomic.Bool
 }
 
 // Listen creates the socket at cfg.Path (replacing a stale socket left by a
@@ -149,7 +166,9 @@ func Listen(cfg Config) (*Socket, error) {
 		out:     make(chan *Received, queueLen),
 		clients: make(map[string]struct{}),
 		done:    make(chan struct{}),
+		stop:    make(chan struct{}),
 		fd:      -1,
+		ready:   cfg.Ready,
 	}
 	if p := cfg.Poller; p != nil {
 		// The kernel stamps each datagram with its arrival: the poller
@@ -265,6 +284,7 @@ func (s *Socket) Close() error {
 			close(s.out)
 			close(s.done)
 		} else {
+			close(s.stop)
 			err = s.conn.Close()
 		}
 		<-s.done
@@ -283,6 +303,13 @@ var oobSize = unix.CmsgSpace(unix.SizeofUcred) + unix.CmsgSpace(253*4)
 func (s *Socket) read() {
 	defer close(s.done)
 	defer close(s.out)
+	if s.ready != nil {
+		select {
+		case <-s.ready:
+		case <-s.stop:
+			return
+		}
+	}
 	buf := make([]byte, MaxDatagram)
 	oob := make([]byte, oobSize)
 	for {
@@ -313,7 +340,20 @@ func (s *Socket) handle(data, oob []byte, flags int, from string, at time.Time) 
 	// verdict: a sender blocked on BARRIER=1 (systemd-notify) exits as
 	// soon as they are closed, and must still exist while screen
 	// authenticates it; closed first, it would often be Gone.
-	closeFDs(oob, &s.stats)
+	if s.poller == nil {
+		closeFDs(oob, &s.stats)
+	} else if fds := passedFDs(oob); len(fds) > 0 {
+		// Not on the poller's goroutine: a close that blocks would hold
+		// back every socket. This socket waits for it (read).
+		s.closingFDs.Store(true)
+		go func() {
+			defer s.closingFDs.Store(false)
+			for _, fd := range fds {
+				s.stats.fdsClosed.Add(1) // first: whoever sees the close sees it counted
+				unix.Close(fd)
+			}
+		}()
+	}
 	if drop != nil {
 		return
 	}
@@ -381,6 +421,26 @@ func credentials(ctl []byte) (unix.Ucred, bool) {
 		}
 	}
 	return unix.Ucred{}, false
+}
+
+// passedFDs lists the file descriptors passed in the control messages ctl
+// (SCM_RIGHTS).
+func passedFDs(ctl []byte) []int {
+	var fds []int
+	for len(ctl) > 0 {
+		hdr, data, rest, err := unix.ParseOneSocketControlMessage(ctl)
+		if err != nil {
+			break
+		}
+		ctl = rest
+		if hdr.Level != unix.SOL_SOCKET || hdr.Type != unix.SCM_RIGHTS {
+			continue
+		}
+		for i := 0; i+4 <= len(data); i += 4 {
+			fds = append(fds, int(*(*int32)(unsafe.Pointer(&data[i]))))
+		}
+	}
+	return fds
 }
 
 // closeFDs closes every file descriptor passed in the control messages

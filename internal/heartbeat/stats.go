@@ -3,7 +3,10 @@
 
 package heartbeat
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Stats are the socket's counters, updated by its reader goroutine.
 type Stats struct {
@@ -12,6 +15,17 @@ type Stats struct {
 	forged, unverifiable, rateLimited atomic.Uint64
 	overflow, fdsClosed, readErrors   atomic.Uint64
 	directivesSent, directivesDropped atomic.Uint64
+	maxLag                            atomic.Int64 // ns
+}
+
+// lag records how long a datagram waited in the kernel to be read.
+func (s *Stats) lag(d time.Duration) {
+	for {
+		old := s.maxLag.Load()
+		if int64(d) <= old || s.maxLag.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
 }
 
 // StatsSnapshot is a point-in-time copy of Stats. Each datagram read is
@@ -32,6 +46,9 @@ type StatsSnapshot struct {
 	ReadErrors   uint64 `json:"read_errors"`
 	Directives   uint64 `json:"directives_sent"`
 	DirDropped   uint64 `json:"directives_dropped"`
+	// MaxIntakeLag is the longest a datagram waited, from its arrival
+	// (the kernel's stamp) to its reading; read by a poller only.
+	MaxIntakeLag time.Duration `json:"max_intake_lag_ns"`
 }
 
 // Dropped is every datagram read but not delivered.
@@ -46,5 +63,6 @@ func (s *Stats) snapshot() StatsSnapshot {
 		Forged: s.forged.Load(), Unverifiable: s.unverifiable.Load(), RateLimited: s.rateLimited.Load(),
 		Overflow: s.overflow.Load(), FDsClosed: s.fdsClosed.Load(), ReadErrors: s.readErrors.Load(),
 		Directives: s.directivesSent.Load(), DirDropped: s.directivesDropped.Load(),
+		MaxIntakeLag: time.Duration(s.maxLag.Load()),
 	}
 }

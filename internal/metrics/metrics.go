@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/fault"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 )
 
@@ -113,9 +114,22 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	m.killSeconds.write(e)
 	m.certsWritten.write(e)
 	m.certFailures.write(e)
+	writeInternalErrors(e)
 	writeRuntime(e)
 	err := e.w.Flush()
 	return cw.n, err
+}
+
+// writeInternalErrors writes hermeskill_internal_errors_total: the panics
+// recovered in this process by component (package fault), every
+// component's series present from the start.
+func writeInternalErrors(e *expo) {
+	name := namespace + "_internal_errors_total"
+	e.family(name, "counter", "Panics recovered in hermeskilld's code serving one run, by component "+
+		"(run_loop, ladder, slot, gateway_meter); each killed its run for internal_error.")
+	for _, c := range fault.Components {
+		e.sample(name, float64(fault.Count(c)), "component", c)
+	}
 }
 
 type countingWriter struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
+	"github.com/hermeskill/hermeskilld/internal/fault"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
@@ -96,20 +97,75 @@ func (r *Run) cleanup() <-chan escalate.Result {
 	return r.climb(escalate.Plan{TermGrace: r.loop.a.Escalation.TermGrace, Hurry: r.hurry, OnStep: r.onStep, Release: thaw}, nil)
 }
 
+// ladderRun is a ladder in flight: done is closed once res is set.
+type ladderRun struct {
+	done chan struct{}
+	res  escalate.Result
+}
+
 // climb runs a ladder on its own goroutine; the run waits for it. first,
 // when set, is a step taken before the ladder began (the revocation),
-// recorded as its first.
+// recorded as its first. A panic in the ladder ends it with SIGKILL of
+// the whole tree (killNow), and the run with internal_error.
 func (r *Run) climb(plan escalate.Plan, first *escalate.Step) <-chan escalate.Result {
 	ch := make(chan escalate.Result, 1)
-	tree := r.tree
+	lr := &ladderRun{done: make(chan struct{})}
+	r.climbing = lr
 	go func() {
-		res := escalate.Run(tree, plan)
+		res := r.climbLadder(plan)
 		if first != nil {
 			res.Steps = append([]escalate.Step{*first}, res.Steps...)
 		}
+		lr.res = res
+		close(lr.done)
 		ch <- res
 	}()
 	return ch
+}
+
+func (r *Run) climbLadder(plan escalate.Plan) (res escalate.Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			e := fault.Recovered(fault.Ladder, v)
+			r.log.Error("internal error: the ladder panicked; SIGKILL of the tree",
+				zap.String("panic", e.Panic), zap.String("stack", e.Stack))
+			r.internal.CompareAndSwap(nil, e)
+			res = r.killNow(plan.Release)
+		}
+	}()
+	fault.Inject(fault.Ladder, r.id)
+	return escalate.Run(r.tree, plan)
+}
+
+// killNow is what follows a ladder that panicked: SIGKILL of every
+// process of the tree (as the keeper would), the tree thawed if the
+// autopsy froze it, and a bounded wait for it to be empty.
+func (r *Run) killNow(release func()) escalate.Result {
+	began := time.Now()
+	n, method, err := r.tree.KillTree()
+	if release != nil {
+		release() // after the SIGKILL: nothing of the tree runs again
+	}
+	detail := map[string]any{"processes": n, "method": method, "after": "internal_error"}
+	if err != nil {
+		detail["error"] = err.Error()
+	}
+	res := escalate.Result{Reached: escalate.StageSIGKILL,
+		Steps: []escalate.Step{{Name: escalate.StepSIGKILL, At: began, Duration: time.Since(began), Detail: detail}}}
+	done, stop := r.tree.WaitEmpty()
+	defer stop()
+	t := time.NewTimer(escalate.DefaultReapTimeout)
+	defer t.Stop()
+	waited := time.Now()
+	select {
+	case <-done:
+		res.Empty = true
+		res.Steps = append(res.Steps, escalate.Step{Name: escalate.StepReaped, At: time.Now(), Duration: time.Since(waited)})
+	case <-t.C:
+		res.Empty = r.tree.Empty()
+		res.Steps = append(res.Steps, escalate.Step{Name: escalate.StepReapTimeout, At: time.Now(), Duration: time.Since(waited)})
+	}
+	return res
 }
 
 func (r *Run) onStep(s escalate.Step) {

@@ -6,6 +6,7 @@ package supervisor
 import (
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -33,6 +34,21 @@ func (r *Run) finish(res *escalate.Result, trigger *symptoms.Symptom, st runStat
 	out := Outcome{Exit: exit}
 	if res != nil {
 		out.Reached = res.Reached
+	}
+	if e := r.internal.Load(); e != nil {
+		// Recorded among the symptoms (the engine did not see it); and
+		// when the ladder after the main process's own exit panicked, the
+		// run ends for it.
+		s := internalSymptom(e, terminated)
+		if trigger != nil && trigger.Check == symptoms.InternalError {
+			s = *trigger
+		}
+		if !slices.ContainsFunc(st.symptoms, func(x symptoms.Symptom) bool { return x.Check == symptoms.InternalError }) {
+			st.symptoms = append(slices.Clip(st.symptoms), s)
+		}
+		if trigger == nil {
+			trigger = &s
+		}
 	}
 	if trigger != nil || r.external {
 		c := r.certificate(exit, res, trigger, st, terminated)
@@ -180,6 +196,9 @@ func (r *Run) baseCertificate(t symptoms.Symptom, st runState, procs []procfs.Pr
 	}
 	if r.o.AuditHead != nil {
 		c.AuditAnchor = r.o.AuditHead()
+	}
+	if e := r.internal.Load(); e != nil {
+		c.InternalError = &certs.InternalError{Component: e.Component, Panic: e.Panic, Stack: e.Stack}
 	}
 	return c
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/fault"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
@@ -19,9 +20,22 @@ type meterQueue struct {
 	mu    sync.Mutex
 	recs  []gateway.Record
 	ready chan struct{}
+	fail  func(*fault.Error) // the run's Fail
 }
 
-var _ gateway.Observer = (*meterQueue)(nil)
+var (
+	_ gateway.Observer      = (*meterQueue)(nil)
+	_ gateway.FaultObserver = (*meterQueue)(nil)
+)
+
+// Fault is a panic in the gateway's handling of one of the run's
+// requests: the run is killed for internal_error (its spend can no longer
+// be trusted to be counted).
+func (q *meterQueue) Fault(e *fault.Error) {
+	if q.fail != nil {
+		q.fail(e)
+	}
+}
 
 func newMeterQueue() *meterQueue { return &meterQueue{ready: make(chan struct{}, 1)} }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
+	"github.com/hermeskill/hermeskilld/internal/fault"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
@@ -93,6 +94,9 @@ type loop struct {
 	// its records of this run (nil without a gateway).
 	metered bool
 	meters  *meterQueue
+	// faults are internal errors recovered in code serving the run
+	// (Run.Fail): each kills it, in every mode.
+	faults <-chan *fault.Error
 	// clock is the latest instant the engine was given: it never goes
 	// back (a datagram queued before a later event is applied at the
 	// later one's time).
@@ -153,6 +157,12 @@ func (l *loop) run() Outcome {
 			}
 		case a := <-l.reconf:
 			l.reconfigure(a)
+		case e := <-l.faults:
+			s := internalSymptom(e, l.at(time.Now()))
+			l.handle([]symptoms.Symptom{s})
+			if ladder == nil && exited != nil {
+				ladder = l.startLadder(s)
+			}
 		case <-l.meters.readyC():
 			// As for the timer: what was queued before now is applied
 			// first, at its own time.
@@ -193,6 +203,7 @@ func (l *loop) publish() {
 }
 
 func (l *loop) observe(m *heartbeat.Received) {
+	fault.Inject(fault.RunLoop, l.a.ID)
 	if m.Msg.Has(heartbeat.FieldDumpSignal) {
 		l.dump, l.dumpPID = m.Msg.DumpSignal, m.PID // last words go to whoever announced them
 	}
@@ -264,7 +275,7 @@ func (l *loop) handle(syms []symptoms.Symptom) {
 			l.recent = append([]symptoms.Symptom(nil), l.recent[n-recentSymptoms:]...)
 		}
 		l.eff.emit(Event{Type: EventSymptom, Symptom: &s})
-		if s.Severity == symptoms.Terminal && s.Check != symptoms.Manual && l.a.Mode == config.ModeShadow {
+		if s.Severity == symptoms.Terminal && !failsClosed(s.Check) && l.a.Mode == config.ModeShadow {
 			// Each check's first would-be kill gets its certificate: a
 			// later max_runtime after a tool_loop is what someone tuning
 			// thresholds needs to see.
@@ -288,11 +299,17 @@ func (l *loop) decision(syms []symptoms.Symptom) (symptoms.Symptom, bool) {
 		if s.Severity != symptoms.Terminal {
 			continue
 		}
-		if s.Check == symptoms.Manual || !l.shadowed && l.a.Mode != config.ModeShadow {
+		if failsClosed(s.Check) || !l.shadowed && l.a.Mode != config.ModeShadow {
 			return s, true
 		}
 	}
 	return symptoms.Symptom{}, false
+}
+
+// failsClosed: a kill for check c is real in every mode (an operator's,
+// hermeskilld's own failure serving the run).
+func failsClosed(c symptoms.Check) bool {
+	return c == symptoms.Manual || c == symptoms.InternalError
 }
 
 // act starts the ladder once the engine has a terminal symptom (never in

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
+	"github.com/hermeskill/hermeskilld/internal/fault"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/keeper"
@@ -61,6 +63,16 @@ type Run struct {
 	hurry     chan struct{}
 	hurryOnce sync.Once
 
+	// internal is the first panic recovered in code serving this run
+	// (fault): the run is killed for internal_error, and its certificate
+	// carries it. faults tells the loop of one recovered elsewhere (the
+	// gateway's metering, the daemon's slot).
+	internal atomic.Pointer[fault.Error]
+	faults   chan *fault.Error
+	// climbing is the ladder in flight (set by the loop's goroutine),
+	// which a loop that panicked waits for rather than start another.
+	climbing *ladderRun
+
 	done    chan struct{}
 	outcome Outcome
 }
@@ -87,6 +99,7 @@ func Start(o Options) (*Run, error) {
 		treeReady: make(chan struct{}),
 		hurry:     make(chan struct{}),
 		done:      make(chan struct{}),
+		faults:    make(chan *fault.Error, 1),
 	}
 	if err := r.start(); err != nil {
 		r.abandon()
@@ -96,13 +109,81 @@ func Start(o Options) (*Run, error) {
 	engine := symptoms.New(engineConfig(a, metered), r.proc.Started())
 	base := Status{ID: a.ID, PID: r.proc.PID(), Containment: r.tree.Mode(), Started: r.proc.Started(), Socket: r.sock.Path()}
 	r.loop = newLoop(log, a, engine, r, base, r.sock.C(), r.proc.Done())
-	r.loop.metered, r.loop.meters = metered, r.meters
+	r.loop.metered, r.loop.meters, r.loop.faults = metered, r.meters, r.faults
 	r.emit(Event{Type: EventStarted})
 	go func() {
 		defer close(r.done)
-		r.outcome = r.loop.run()
+		r.outcome = r.supervise()
 	}()
 	return r, nil
+}
+
+// supervise runs the loop; a panic in it ends this run only (afterPanic).
+func (r *Run) supervise() (out Outcome) {
+	defer func() {
+		if v := recover(); v != nil {
+			out = r.afterPanic(fault.Recovered(fault.RunLoop, v))
+		}
+	}()
+	return r.loop.run()
+}
+
+// afterPanic ends a run whose loop panicked: the agent is killed (fail
+// closed) for internal_error — or, when a ladder was climbing already, by
+// that ladder — and the run is recorded with the panic in its
+// certificate. Should that panic too, the tree gets SIGKILL.
+func (r *Run) afterPanic(e *fault.Error) (out Outcome) {
+	r.log.Error("internal error: the run's loop panicked; the agent is killed",
+		zap.String("panic", e.Panic), zap.String("stack", e.Stack))
+	r.internal.CompareAndSwap(nil, e)
+	s := internalSymptom(e, time.Now())
+	trigger := &s
+	defer func() {
+		if v := recover(); v != nil {
+			e2 := fault.Recovered(fault.RunLoop, v)
+			r.log.Error("internal error: the run's end panicked too; SIGKILL of the tree",
+				zap.String("panic", e2.Panic), zap.String("stack", e2.Stack))
+			res := r.killNow(nil)
+			out = Outcome{Exit: r.proc.Status(), Killed: true, Trigger: trigger, Reached: res.Reached}
+		}
+	}()
+	l := r.loop
+	l.recent = append(l.recent, s)
+	r.emit(Event{Type: EventSymptom, Symptom: &s})
+	var res escalate.Result
+	if c := r.climbing; c != nil {
+		<-c.done
+		res = c.res
+		if l.trigger != nil {
+			trigger = l.trigger
+		}
+	} else {
+		l.trigger, l.state = &s, StateStopping
+		l.publish()
+		res = <-r.ladder(s, l.dump, l.dumpPID)
+	}
+	out = r.finish(&res, trigger, l.runState())
+	l.state = StateExited
+	l.publish()
+	return out
+}
+
+// Fail kills the run for an internal error recovered in code serving it
+// (the gateway's metering of its requests, the daemon's slot): check
+// internal_error, in every mode. The first one is the certificate's.
+func (r *Run) Fail(e *fault.Error) {
+	r.internal.CompareAndSwap(nil, e)
+	select {
+	case r.faults <- e:
+	default: // one is pending: the run is being killed for it
+	}
+}
+
+// internalSymptom is the terminal symptom of the panic e.
+func internalSymptom(e *fault.Error, at time.Time) symptoms.Symptom {
+	return symptoms.Symptom{At: at, Check: symptoms.InternalError, Severity: symptoms.Terminal,
+		Observed: e.Component,
+		Message:  "hermeskilld's " + e.Component + " panicked serving this run: " + e.Panic + " (the stack is in the certificate)"}
 }
 
 func (r *Run) start() error {
@@ -119,6 +200,7 @@ func (r *Run) start() error {
 	sock, err := heartbeat.Listen(heartbeat.Config{
 		Path: sockPath, UID: uid, GID: gid,
 		Auth: heartbeat.AuthFunc(r.authenticate), Rate: o.HeartbeatRate, Poller: o.Poller,
+		Ready: r.treeReady, // a datagram can arrive before Start has the pid
 	})
 	if err != nil {
 		return fmt.Errorf("heartbeat socket: %w", err)
@@ -144,6 +226,7 @@ func (r *Run) start() error {
 		// The provider keys stay here: the agent gets the gateway's base
 		// URLs and a handle of this run only.
 		r.meters = newMeterQueue()
+		r.meters.fail = r.Fail
 		r.grant = o.Gateway.Grant(a.ID, r.meters)
 		env = append(slices.DeleteFunc(env, llmEnv), r.grant.Env()...)
 	}
@@ -207,7 +290,14 @@ func (r *Run) abandon() {
 
 // authenticate is the heartbeat socket's Authenticator: tree membership.
 func (r *Run) authenticate(pid int) heartbeat.Verdict {
-	<-r.treeReady // a datagram can arrive before Start has the pid
+	select {
+	case <-r.treeReady:
+	default:
+		// Never waited for: the socket is read only once the tree is
+		// ready (heartbeat.Config.Ready), and a poller that waited here
+		// would hold back every other agent's heartbeats.
+		return heartbeat.NotMember
+	}
 	if r.tree == nil {
 		return heartbeat.NotMember
 	}

@@ -40,6 +40,10 @@ const (
 	StopTimeout      Check = "stop_timeout"
 	Manual           Check = "manual"
 	External         Check = "external"
+	// InternalError: hermeskilld's own code serving the run panicked (its
+	// loop, its ladder, its slot in the daemon, the gateway's metering of
+	// its requests). The run is killed in every mode: fail closed.
+	InternalError Check = "internal_error"
 )
 
 // Severity of a symptom.
