@@ -4,7 +4,6 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -46,7 +45,7 @@ func requireConfigError(t *testing.T, err error, source string, data []byte) {
 		require.True(t, errors.As(e, &ce), "%T: %v", e, e)
 		require.Equal(t, source, ce.File)
 		require.GreaterOrEqual(t, ce.Line, 0)
-		require.LessOrEqual(t, ce.Line, bytes.Count(data, []byte("\n"))+1, "a line of the file: %v", ce)
+		require.LessOrEqual(t, ce.Line, lastLine(data), "a line of the file: %v", ce)
 		require.NotNil(t, ce.Err)
 		readable := len(data) <= maxFileSize && utf8.Valid(data)
 		if ce.Kind == ErrUnknownKey || ce.Kind == ErrSyntax && readable {

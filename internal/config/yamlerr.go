@@ -70,11 +70,20 @@ func syntaxError(file string, data []byte, err error) *Error {
 		}
 		msg = "alias *" + m[1] + " refers to no anchor &" + m[1] + " defined before it"
 	}
+	// At the end of a file without a final newline yaml's mark moves to a
+	// line after the last (an open "[" at the end): the error is on the
+	// file's last line. (After a final newline, that line is the empty one
+	// an editor shows.)
+	line = min(line, lastLine(data))
 	if indentedWithTab(data, line) {
 		msg += " (YAML does not allow tabs for indentation: use spaces)"
 	}
 	return &Error{File: file, Line: line, Kind: ErrSyntax, Err: errors.New("YAML syntax: " + msg)}
 }
+
+// lastLine is the number of data's last line: the one after its last
+// newline, empty or not.
+func lastLine(data []byte) int { return bytes.Count(data, []byte("\n")) + 1 }
 
 // indentedWithTab says whether the 1-based line of data has a tab in its
 // leading white space.
