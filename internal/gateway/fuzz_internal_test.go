@@ -88,7 +88,7 @@ func fuzzPrices(t testing.TB) *Prices {
 // upstream sent: counts never negative, the cached tokens part of the
 // input's, the recorded sum not wrapped, every tool call well formed, and a
 // cost that is a finite, non-negative number.
-func requireSaneReading(t *testing.T, rd reading, limit int, prices *Prices) {
+func requireSaneReading(t *testing.T, rd reading, prices *Prices) {
 	require.GreaterOrEqual(t, rd.in, int64(0), "input tokens")
 	require.GreaterOrEqual(t, rd.out, int64(0), "output tokens")
 	require.GreaterOrEqual(t, rd.cached, int64(0), "cached tokens")
@@ -178,7 +178,7 @@ func FuzzStreamMeter(f *testing.F) {
 			}
 		}
 		rd := m.result()
-		requireSaneReading(t, rd, int(limit), prices)
+		requireSaneReading(t, rd, prices)
 		require.LessOrEqual(t, len(rd.tools), maxToolCalls)
 	})
 }
@@ -203,7 +203,7 @@ func FuzzStreamMeterBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ep uint8, limit uint16, body []byte) {
 		e := []endpoint{epChat, epResponses, epEmbeddings, epMessages}[int(ep)%4]
 		rd := meterBody(e, body, int(limit))
-		requireSaneReading(t, rd, int(limit), prices)
+		requireSaneReading(t, rd, prices)
 		if !json.Valid(body) {
 			require.True(t, rd.incomplete)
 		}
