@@ -23,15 +23,16 @@ DEB           = $(DIST)/hermeskilld_$(DEB_VERSION)-$(DEB_REVISION)_$(DEB_ARCH).d
 # rebuild of the same commit gives the same files.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 
-.PHONY: build test test-go test-python test-install soak demo bench bench-compare lint install deb clean
+.PHONY: build test test-go test-python test-install test-fuzz soak demo bench bench-compare lint install deb clean
 
 build:
 	CGO_ENABLED=$(CGO) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermeskilld
 
 # The whole suite: Go (race detector on; real processes, sockets, cgroups
-# and Python agents end to end), the Python client's own tests, and the
-# Debian package installed, used and purged (as root).
-test: test-go test-python test-install
+# and Python agents end to end), the Python client's own tests, the
+# Debian package installed, used and purged (as root), and a short fuzz of
+# the parsers of what agents and upstreams send.
+test: test-go test-python test-install test-fuzz
 
 # internal/gateway/sdktest is a module of its own (the providers' SDKs are
 # never dependencies of hermeskilld): its tests run `hermeskilld supervise`
@@ -65,6 +66,38 @@ test-go:
 soak:
 	HK_SOAK_RUNS=50 HK_SOAK_DURATION=10m HK_ISOLATION_DURATION=5m $(GO) test -count=1 -timeout 60m -v \
 		-run 'TestCooperativeStopNeverLost|TestFailClosedAtAnyMoment|TestFailClosedDaemonKilled|TestSoakDaemonChurn|TestHeartbeatIsolationUnderChurn' ./cmd/hermeskilld/
+
+# The fuzz targets of the parsers that agents, upstreams and files feed
+# (package:target), each fuzzed for FUZZTIME, one `go test -fuzz` at a time
+# (go test fuzzes one target per run). A crash fails the run and leaves
+# the input under the package's testdata/fuzz/TARGET/, where every later
+# `go test` replays it. Every target's seeds and corpus also run in
+# test-go; `make test-fuzz FUZZTIME=10m` fuzzes for real.
+#
+# Go before 1.27 has a race in its fuzz coordinator: on a loaded machine a
+# run can end in a bare "context deadline exceeded" as FUZZTIME runs out,
+# with no failing input. That alone is not a crash and is let pass, saying
+# so; any other failure fails.
+FUZZTIME ?= 5s
+FUZZ_TARGETS := \
+	internal/heartbeat:FuzzParse internal/heartbeat:FuzzCredentials \
+	internal/gateway:FuzzStreamMeter internal/gateway:FuzzStreamMeterBody \
+	internal/gateway:FuzzToolCallAssembly internal/gateway:FuzzToolCallIndexes \
+	internal/gateway:FuzzStreamMeters internal/gateway:FuzzParseRequest \
+	internal/config:FuzzParseAgent internal/config:FuzzParseDaemon \
+	internal/certs:FuzzCertParse internal/certs:FuzzCertKey
+test-fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=./$${t%%:*}/ fn=$${t#*:}; \
+		echo "fuzz $$fn $$pkg for $(FUZZTIME)"; \
+		if out=$$($(GO) test -count=1 -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); then \
+			echo "$$out" | grep -E '^(ok|PASS)' | tail -1; continue; \
+		fi; \
+		if echo "$$out" | grep -qx '    context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written'; then \
+			echo "$$fn: stopped by Go's fuzz deadline race, no failing input: not a crash"; continue; \
+		fi; \
+		echo "$$out"; exit 1; \
+	done
 
 test-python:
 	$(PYTHON) -m unittest discover -s clients/python -p 'test_*.py'

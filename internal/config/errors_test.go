@@ -60,6 +60,8 @@ func TestErrorKinds(t *testing.T) {
 		{"backoff above max", "restart:\n  backoff: 10m\n", false, want{2, "restart.backoff", ErrConflict}},
 		{"heartbeat min above max", "checks:\n  heartbeat_timeout: 1s\n  heartbeat_timeout_min: 2s\n", false, want{3, "checks.heartbeat_timeout_min", ErrConflict}},
 		{"syntax", "id: [a\n", false, want{2, "", ErrSyntax}},
+		{"syntax at the end, no final newline", "id: [a", false, want{1, "", ErrSyntax}},
+		{"syntax at the end, CR line breaks", "id: a\rcommand: [b", false, want{2, "", ErrSyntax}},
 		{"duplicate key", "id: a\nid: b\n", false, want{2, "", ErrSyntax}},
 		{"merge key", "<<: {id: a}\n", false, want{1, "", ErrSyntax}},
 		{"two documents", "id: a\n---\nid: b\n", false, want{2, "", ErrSyntax}},

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -27,9 +30,11 @@ func addFixtures(f *testing.F, dirs ...string) {
 	}
 }
 
-// requireConfigError checks the shape of every parse error: invalid
-// configuration errors only, each located in the source.
-func requireConfigError(t *testing.T, err error, source string) {
+// requireConfigError checks the shape of every parse error of data:
+// invalid configuration errors only, each naming the source, and the line
+// in it (one of data's) wherever the error is at a place in the file: an
+// unknown key, a syntax error in a readable file.
+func requireConfigError(t *testing.T, err error, source string, data []byte) {
 	require.ErrorIs(t, err, ErrInvalid)
 	errs := []error{err}
 	if _, one := err.(*Error); !one {
@@ -40,7 +45,17 @@ func requireConfigError(t *testing.T, err error, source string) {
 		require.True(t, errors.As(e, &ce), "%T: %v", e, e)
 		require.Equal(t, source, ce.File)
 		require.GreaterOrEqual(t, ce.Line, 0)
+		require.LessOrEqual(t, ce.Line, lastLine(data), "a line of the file: %v", ce)
 		require.NotNil(t, ce.Err)
+		readable := len(data) <= maxFileSize && utf8.Valid(data)
+		if ce.Kind == ErrUnknownKey || ce.Kind == ErrSyntax && readable {
+			require.Positive(t, ce.Line, "located: %v", ce)
+		}
+		prefix := source + ": "
+		if ce.Line > 0 {
+			prefix = source + ":" + strconv.Itoa(ce.Line) + ": "
+		}
+		require.True(t, strings.HasPrefix(ce.Error(), prefix), "%q names %q", ce.Error(), prefix)
 		if ce.Kind == 0 {
 			require.Regexp(t, `^\d+ more errors not shown$`, ce.Err.Error())
 		}
@@ -59,7 +74,7 @@ func FuzzParseAgent(f *testing.F) {
 		for _, dd := range []*Defaults{nil, defs} {
 			a, err := ParseAgent(data, "a.yaml", dd)
 			if err != nil {
-				requireConfigError(t, err, "a.yaml")
+				requireConfigError(t, err, "a.yaml", data)
 				continue
 			}
 			// What parsing accepted, Validate accepts too: the two layers
@@ -75,7 +90,7 @@ func FuzzParseDaemon(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := ParseDaemon(data, "hk.yaml")
 		if err != nil {
-			requireConfigError(t, err, "hk.yaml")
+			requireConfigError(t, err, "hk.yaml", data)
 			return
 		}
 		// Accepted defaults make a valid (empty) agent file.

@@ -70,10 +70,38 @@ func syntaxError(file string, data []byte, err error) *Error {
 		}
 		msg = "alias *" + m[1] + " refers to no anchor &" + m[1] + " defined before it"
 	}
+	// At the end of a file without a final newline yaml's mark moves to a
+	// line after the last (an open "[" at the end): the error is on the
+	// file's last line. (After a final newline, that line is the empty one
+	// an editor shows.)
+	line = min(line, lastLine(data))
 	if indentedWithTab(data, line) {
 		msg += " (YAML does not allow tabs for indentation: use spaces)"
 	}
 	return &Error{File: file, Line: line, Kind: ErrSyntax, Err: errors.New("YAML syntax: " + msg)}
+}
+
+// lastLine is the number of data's last line: the one after its last line
+// break, empty or not. Line breaks are yaml's: "\r\n", "\n", "\r", and
+// NEL, LS and PS (U+0085, U+2028, U+2029).
+func lastLine(data []byte) int {
+	n := 1
+	for i := 0; i < len(data); i++ {
+		switch {
+		case data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n':
+			i++
+			n++
+		case data[i] == '\r', data[i] == '\n':
+			n++
+		case data[i] == 0xC2 && i+1 < len(data) && data[i+1] == 0x85:
+			i++
+			n++
+		case data[i] == 0xE2 && i+2 < len(data) && data[i+1] == 0x80 && (data[i+2] == 0xA8 || data[i+2] == 0xA9):
+			i += 2
+			n++
+		}
+	}
+	return n
 }
 
 // indentedWithTab says whether the 1-based line of data has a tab in its

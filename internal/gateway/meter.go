@@ -40,10 +40,25 @@ type usageOpenAI struct {
 }
 
 func (u *usageOpenAI) apply(r *reading) {
-	r.in = u.PromptTokens + u.InputTokens
-	r.out = u.CompletionTokens + u.OutputTokens
-	r.cached = u.PromptTokensDetails.CachedTokens + u.InputTokensDetails.CachedTokens
+	r.in = tokens(u.PromptTokens, u.InputTokens)
+	r.out = tokens(u.CompletionTokens, u.OutputTokens)
+	r.cached = min(tokens(u.PromptTokensDetails.CachedTokens, u.InputTokensDetails.CachedTokens), r.in)
 	r.usage = true
+}
+
+// maxTokens bounds one count of one response: a thousand times any real
+// response's, yet far from wrapping when the counts are added up.
+const maxTokens = 1 << 40
+
+// tokens sums counts as the upstream sent them, each in [0, maxTokens]: a
+// negative or absurd count (the upstream's nonsense) must not make a
+// negative reading or wrap a sum.
+func tokens(counts ...int64) int64 {
+	var n int64
+	for _, c := range counts {
+		n += min(max(c, 0), maxTokens)
+	}
+	return min(n, maxTokens)
 }
 
 // usageAnthropic is a message's usage. input_tokens excludes the tokens
@@ -72,9 +87,9 @@ func (t *anthropicTally) add(u *usageAnthropic) {
 }
 
 func (t *anthropicTally) apply(r *reading) {
-	r.in = t.in + t.created + t.read
-	r.out = t.out
-	r.cached = t.read
+	r.in = tokens(t.in, t.created, t.read)
+	r.out = tokens(t.out)
+	r.cached = min(tokens(t.read), r.in)
 }
 
 // toolArgs assembles one tool call's arguments, keeping at most limit

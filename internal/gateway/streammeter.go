@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"slices"
 )
@@ -109,10 +110,8 @@ func (m *chatStream) call(choice, index int) *chatCall {
 
 func (m *chatStream) result() reading {
 	slices.SortStableFunc(m.calls, func(a, b chatCall) int {
-		if a.choice != b.choice {
-			return a.choice - b.choice
-		}
-		return a.index - b.index
+		// Compared, not subtracted: the upstream's indexes are any ints.
+		return cmp.Or(cmp.Compare(a.choice, b.choice), cmp.Compare(a.index, b.index))
 	})
 	for i := range m.calls {
 		m.r.tools = append(m.r.tools, m.calls[i].args.call())
