@@ -1,3 +1,6 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package labels holds agents' labels and the one selector that every verb
 // (ps, kill, revoke, the control API, standing revocations) matches them
 // with.
