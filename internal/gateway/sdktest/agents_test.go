@@ -132,15 +132,16 @@ func TestAnthropicStreamingAgentKilledByMeteredCost(t *testing.T) {
 	}
 	assert.Equal(t, 1, held)
 
-	// A stream cut in flight counts what it read before the cut:
-	// message_start's input tokens and its first output token.
+	// A stream cut in flight never saw its usage: it is charged the
+	// larger of what it read (message_start's input tokens) and its
+	// reservation (max_tokens 1024 of output), its usage marked unknown.
 	u := modelUsage(t, c.Metered, "claude-sonnet-4-20250514")
 	streams := u.Requests - int64(k) // the held one, and any other cut after its message_start
 	require.GreaterOrEqual(t, streams, int64(1))
 	assert.Equal(t, (int64(k)+streams)*30_000, u.InputTokens)
 	assert.Equal(t, (int64(k)+streams)*10_000, u.CachedInputTokens)
-	assert.Equal(t, int64(k)*2_000+streams, u.OutputTokens)
-	assert.InDelta(t, float64(k)*0.093+float64(streams)*(20_000*3+10_000*0.30+15)/1e6, u.CostUSD, 1e-9)
+	assert.Equal(t, int64(k)*2_000+streams*1024, u.OutputTokens)
+	assert.InDelta(t, float64(k)*0.093+float64(streams)*(20_000*3+10_000*0.30+1024*15)/1e6, u.CostUSD, 1e-9)
 
 	checkKeys(t, rep, p, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "anthropic")
 	assert.NotContains(t, rep.env, "OPENAI_API_KEY")

@@ -60,6 +60,7 @@ import (
 	_ "github.com/hermeskill/hermeskilld/internal/gateway"
 	_ "github.com/hermeskill/hermeskilld/internal/heartbeat"
 	_ "github.com/hermeskill/hermeskilld/internal/keeper"
+	_ "github.com/hermeskill/hermeskilld/internal/labels"
 	_ "github.com/hermeskill/hermeskilld/internal/metrics"
 	_ "github.com/hermeskill/hermeskilld/internal/outbox"
 	_ "github.com/hermeskill/hermeskilld/internal/procsup"
