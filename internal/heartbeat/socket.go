@@ -80,14 +80,18 @@ type Config struct {
 // Socket is a listening heartbeat socket. Its reader goroutine (or its
 // poller's reading) starts in Listen and stops in Close.
 type Socket struct {
-	conn  *net.UnixConn // nil when a Poller reads the socket
-	path  string
-	uid   int
-	auth  *authCache  // under readMu with a Poller
-	rate  rateLimiter // under readMu with a Poller
-	out   chan *Received
-	stats Stats
-	stop  chan struct{} // closed by Close
+	conn *net.UnixConn // nil when a Poller reads the socket
+	path string
+	uid  int
+	auth *authCache  // under readMu with a Poller
+	rate rateLimiter // under readMu with a Poller
+	// mainRate is the main process's own budget (SetMainPID), so that a
+	// busy child's datagrams never starve the main process's beats.
+	mainRate rateLimiter
+	mainPID  atomic.Int32
+	out      chan *Received
+	stats    Stats
+	stop     chan struct{} // closed by Close
 
 	clientsMu sync.Mutex
 	clients   map[string]struct{}
@@ -159,16 +163,17 @@ func Listen(cfg Config) (*Socket, error) {
 		uid = os.Geteuid()
 	}
 	s := &Socket{
-		path:    cfg.Path,
-		uid:     uid,
-		auth:    newAuthCache(cfg.Auth),
-		rate:    newRateLimiter(cfg.Rate),
-		out:     make(chan *Received, queueLen),
-		clients: make(map[string]struct{}),
-		done:    make(chan struct{}),
-		stop:    make(chan struct{}),
-		fd:      -1,
-		ready:   cfg.Ready,
+		path:     cfg.Path,
+		uid:      uid,
+		auth:     newAuthCache(cfg.Auth),
+		rate:     newRateLimiter(cfg.Rate),
+		mainRate: newRateLimiter(cfg.Rate),
+		out:      make(chan *Received, queueLen),
+		clients:  make(map[string]struct{}),
+		done:     make(chan struct{}),
+		stop:     make(chan struct{}),
+		fd:       -1,
+		ready:    cfg.Ready,
 	}
 	if p := cfg.Poller; p != nil {
 		// The kernel stamps each datagram with its arrival: the poller
@@ -401,11 +406,19 @@ func (s *Socket) screen(flags int, ctl []byte, now time.Time) (unix.Ucred, *atom
 	// agent's, and a forger flooding the socket must neither spend it
 	// (starving the agent's real heartbeats into a heartbeat_timeout
 	// kill) nor hide among datagrams counted as rate-limited.
-	if !s.rate.allow(now) {
+	limit := &s.rate
+	if p := s.mainPID.Load(); p != 0 && cred.Pid == p {
+		limit = &s.mainRate
+	}
+	if !limit.allow(now) {
 		return cred, &s.stats.rateLimited
 	}
 	return cred, nil
 }
+
+// SetMainPID names the agent's main process: its datagrams get a rate
+// budget of their own, the rest of the tree shares the other.
+func (s *Socket) SetMainPID(pid int) { s.mainPID.Store(int32(pid)) }
 
 // credentials returns the sender's SCM_CREDENTIALS from the control
 // messages ctl; SO_PASSCRED makes the kernel attach them to every datagram.

@@ -421,3 +421,24 @@ func hungUp(tb testing.TB, fd int, timeout time.Duration) bool {
 		return n > 0 && pfd[0].Revents&unix.POLLHUP != 0
 	}
 }
+
+// The main process has a rate budget of its own: a busy child's
+// datagrams, past the shared budget, never drop the main process's beats.
+func TestBusyChildSparesMainBudget(t *testing.T) {
+	const rate = 10
+	s := listen(t, heartbeat.AuthFunc(func(int) heartbeat.Verdict { return heartbeat.Member }), rate)
+	s.SetMainPID(os.Getpid())
+	snd := newSender(t, s.Path())
+
+	h := startHelper(t, "", "send", []string{"HK_SOCKET=" + s.Path(), "HK_MSG=WATCHDOG=1", "HK_COUNT=100"}, nil)
+	eventuallyStats(t, s, func(st heartbeat.StatsSnapshot) bool { return st.Accepted+st.RateLimited == 100 }, "child's flood not read")
+	h.release(t)
+	require.NotZero(t, s.Stats().RateLimited, "the child went past the shared budget")
+	for len(s.C()) > 0 {
+		heartbeat.Free(<-s.C())
+	}
+	for i := range rate { // the main process's full budget is intact
+		snd.send("PROGRESS=" + strconv.Itoa(i))
+		require.Equal(t, uint64(i), recv(t, s).Msg.Progress)
+	}
+}

@@ -255,6 +255,7 @@ func (r *Run) start() error {
 	r.tree = procsup.NewTree(o.Runtime, proc, procsup.TreeOptions{AgentID: a.ID, Cgroup: r.cg, Exclusive: o.Exclusive,
 		OnMember: r.guard.Member})
 	r.guard.Spawned(proc.PID(), r.tree.MainStartTicks())
+	r.sock.SetMainPID(proc.PID())
 	if r.grant != nil {
 		// The handle is good only from the run's own processes: any
 		// process of the agent's user can read it from the agent's
