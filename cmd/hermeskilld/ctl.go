@@ -138,6 +138,11 @@ zero time). The note is cut at 60 characters unless --no-trunc.
 			if err != nil {
 				return ctlError(err, cl.Path())
 			}
+			if !f.selector.Sel.Empty() {
+				// The daemon matched them; matched again by the same rule, so
+				// that a daemon too old to know the query lists no more.
+				agents = slices.DeleteFunc(agents, func(a control.AgentInfo) bool { return !f.selector.Sel.Matches(a.Labels) })
+			}
 			out := c.OutOrStdout()
 			switch {
 			case f.quiet:
