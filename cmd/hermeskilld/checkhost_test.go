@@ -183,16 +183,23 @@ for i in range(8):
 	require.Contains(t, r.stderr, bad+`:2: user: no user "hk-no-such-user" on this host`+"\n")
 }
 
+// nobodySupervise prepares hermeskilld run as uid 65534: a copy of the
+// test binary it may execute, a directory it can reach, and in it home,
+// its own (0700), for its socket and certificates.
+func nobodySupervise(t *testing.T) (bin, dir, home string) {
+	t.Helper()
+	nobodyUser(t)
+	bin, dir = testnobody.Executable(t), testnobody.Dir(t)
+	home = filepath.Join(dir, "home")
+	require.NoError(t, os.Mkdir(home, 0o700))
+	require.NoError(t, os.Chown(home, testnobody.UID, testnobody.GID))
+	return bin, dir, home
+}
+
 // supervise not run as root refuses a user: other than its own, with the
 // line of the key, rather than run the agent as the caller.
 func TestSuperviseUserNeedsRoot(t *testing.T) {
-	nobodyUser(t)
-	bin := testnobody.Executable(t)
-	dir := testnobody.Dir(t)
-	// Its own directory, for its socket and certificates.
-	home := filepath.Join(dir, "home")
-	require.NoError(t, os.Mkdir(home, 0o700))
-	require.NoError(t, os.Chown(home, testnobody.UID, testnobody.GID))
+	bin, dir, home := nobodySupervise(t)
 	cfg := writeTestFile(t, dir, "agent.yaml", "checks: {}\nuser: root\n")
 	run := func(cfg string) (int, string) {
 		cmd := exec.Command(bin, "supervise", "--config", cfg, "--certs-dir", filepath.Join(home, "certs"), "--", "/bin/true")

@@ -86,12 +86,7 @@ while True:
 // stopping it (a stopped keeper is replaced). After the attack, a SIGKILL
 // of supervise still kills the agent's escapee.
 func TestKeeperCannotBeDisarmedByItsAgent(t *testing.T) {
-	nobodyUser(t)
-	bin := testnobody.Executable(t)
-	dir := testnobody.Dir(t)
-	home := filepath.Join(dir, "home")
-	require.NoError(t, os.Mkdir(home, 0o700))
-	require.NoError(t, os.Chown(home, testnobody.UID, testnobody.GID))
+	bin, dir, home := nobodySupervise(t)
 	script := filepath.Join(dir, "agent.py")
 	require.NoError(t, os.WriteFile(script, []byte(keeperAttackAgent), 0o644))
 	for _, attack := range []string{"proc-fd", "stop"} {

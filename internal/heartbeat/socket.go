@@ -460,19 +460,8 @@ func passedFDs(ctl []byte) []int {
 // ctl (SCM_RIGHTS): nothing here wants them, and closing completes a
 // BARRIER=1 (sd_notify_barrier(3) waits for its pipe to be closed).
 func closeFDs(ctl []byte, st *Stats) {
-	for len(ctl) > 0 {
-		hdr, data, rest, err := unix.ParseOneSocketControlMessage(ctl)
-		if err != nil {
-			break
-		}
-		ctl = rest
-		if hdr.Level != unix.SOL_SOCKET || hdr.Type != unix.SCM_RIGHTS {
-			continue
-		}
-		for i := 0; i+4 <= len(data); i += 4 {
-			fd := *(*int32)(unsafe.Pointer(&data[i]))
-			st.fdsClosed.Add(1) // first: whoever sees the close sees it counted
-			unix.Close(int(fd))
-		}
+	for _, fd := range passedFDs(ctl) {
+		st.fdsClosed.Add(1) // first: whoever sees the close sees it counted
+		unix.Close(fd)
 	}
 }
