@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -45,6 +46,9 @@ const (
 	restartDelay = time.Second
 	// closeWait bounds how long Close waits for the keeper to exit.
 	closeWait = 5 * time.Second
+	// startWait bounds a keeper's start, from fork to readyLine (tens of
+	// milliseconds on a loaded host).
+	startWait = 10 * time.Second
 	// stoppedCheck is how often the keeper is checked for being stopped.
 	stoppedCheck = 100 * time.Millisecond
 )
@@ -182,13 +186,32 @@ func (k *Keeper) PID() int {
 	return k.proc.PID()
 }
 
-// spawn starts a keeper process and queues everything it must know.
+// spawn starts a keeper process, waits for it to be ready, and queues
+// everything it must know.
+//
+// The key is in the pipe before the keeper exists, so it is the first
+// line the keeper reads whoever else opened the pipe later; and the
+// keeper is ready once it made itself undumpable (from exec to its
+// prctl, an agent of our user may open its descriptors through /proc):
+// Ready, and so every agent's start, waits for that.
 func (k *Keeper) spawn() error {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("keeper: %w", err)
 	}
 	defer r.Close()
+	ar, aw, err := os.Pipe()
+	if err != nil {
+		w.Close()
+		return fmt.Errorf("keeper: %w", err)
+	}
+	defer ar.Close()
+	key := newKey()
+	if _, err := w.WriteString("key " + key + "\n"); err != nil {
+		w.Close()
+		aw.Close()
+		return fmt.Errorf("keeper: %w", err)
+	}
 	exe := k.o.Exe
 	if exe == "" {
 		exe = selfExe
@@ -202,27 +225,50 @@ func (k *Keeper) spawn() error {
 		Argv:   []string{"hermeskilld", "keeper", "--for", strconv.Itoa(os.Getpid())},
 		Env:    keeperEnv(os.Environ()),
 		Stdin:  r,
+		Stdout: aw,
 		Stderr: stderr,
 		Helper: true,
 	})
+	aw.Close()
 	if err != nil {
 		w.Close()
 		return fmt.Errorf("keeper: %w", err)
+	}
+	if err := awaitReady(ar); err != nil {
+		_ = proc.Signal(syscall.SIGKILL)
+		w.Close()
+		return fmt.Errorf("keeper pid %d: %w", proc.PID(), err)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.w, k.proc = w, proc
 	k.starts++
-	// A new key for each keeper process, its first line: what comes after
-	// without it is not from us.
-	k.key = newKey()
-	k.pending = append(k.pending[:0], "key "+k.key+"\n"...)
+	// A new key for each keeper process: what comes without it is not
+	// from us.
+	k.key = key
+	k.pending = k.pending[:0]
 	if cg := k.o.Cgroups; cg != nil {
 		o := cg.Owner()
 		k.queueLocked(fmt.Sprintf("cgroup %s %d %d %d\n", strconv.Quote(cg.Base()), o.PID, o.Start, o.PIDNS))
 	}
 	for _, run := range k.runs {
 		run.replayLocked()
+	}
+	return nil
+}
+
+// readyLine is what a keeper writes to its stdout once undumpable.
+const readyLine = "ready\n"
+
+// awaitReady reads the keeper's readyLine from r, within startWait.
+func awaitReady(r *os.File) error {
+	_ = r.SetReadDeadline(time.Now().Add(startWait))
+	buf := make([]byte, len(readyLine))
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return fmt.Errorf("not ready: %w", err)
+	}
+	if string(buf) != readyLine {
+		return fmt.Errorf("not ready: it wrote %q", buf)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/procfs"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/testchild"
+	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
 var rt *procsup.Runtime
@@ -27,6 +29,9 @@ var rt *procsup.Runtime
 func TestMain(m *testing.M) {
 	Main()
 	testchild.Main()
+	if os.Getenv(probeEnv) != "" {
+		os.Exit(probeDumpable())
+	}
 	var err error
 	if rt, err = procsup.NewRuntime(procsup.Options{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -307,4 +312,62 @@ func TestStoppedKeeperReplaced(t *testing.T) {
 	require.Eventually(t, func() bool { return !testchild.Alive(first) }, 10*time.Second, 5*time.Millisecond, "the stopped keeper was killed")
 	k.abandon()
 	dead(t, pids...)
+}
+
+// probeEnv makes the test binary probeDumpable instead of running tests.
+const probeEnv = "HERMESKILL_TEST_PROBE_DUMPABLE"
+
+// probeDumpable starts keepers one after another and, the moment Ready
+// returns, looks at the owner of each one's /proc/PID/fd: a process of
+// ours that is still dumpable owns it (we run as uid 65534), one that
+// made itself undumpable leaves it to root (proc(5)). It prints one line
+// per keeper, "uid N", and exits 0, or prints why it could not.
+func probeDumpable() int {
+	rt, err := procsup.NewRuntime(procsup.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer rt.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	for range 20 {
+		k, err := Start(Options{Runtime: rt, Exe: exe})
+		if err == nil {
+			err = k.Ready()
+		}
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		var st syscall.Stat_t
+		err = syscall.Stat(fmt.Sprintf("/proc/%d/fd", k.PID()), &st)
+		_ = k.Close()
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		fmt.Printf("uid %d\n", st.Uid)
+	}
+	return 0
+}
+
+// From the moment Ready returns, a keeper is undumpable: an agent started
+// then, of the same user, can open none of its descriptors through /proc.
+// Run as uid 65534, where a dumpable keeper would own its /proc/PID/fd.
+func TestKeeperUndumpableWhenReady(t *testing.T) {
+	cmd := exec.Command(testnobody.Executable(t), "-test.run=^$")
+	cmd.Dir = testnobody.Dir(t)
+	cmd.Env = append(os.Environ(), probeEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Len(t, lines, 20, "%s", out)
+	for i, line := range lines {
+		require.Equal(t, "uid 0", line, "keeper %d was still dumpable when Ready returned", i)
+	}
 }

@@ -43,6 +43,8 @@ func Main() {
 	// Nobody but root may open our descriptors (the pipe from hermeskilld)
 	// through /proc, nor ptrace us: not even an agent of our user.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// Until this line, hermeskilld starts no agent.
+	_, _ = os.Stdout.WriteString(readyLine)
 	// Signals meant for hermeskilld or its terminal are not ours: only a
 	// disarm or the end of the pipe ends a keeper.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE,
