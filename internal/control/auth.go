@@ -99,6 +99,14 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 }
 
 func peerCred(c net.Conn) (Caller, error) {
+	// A bounded listener's connection wraps the socket's.
+	for {
+		w, ok := c.(interface{ Unwrap() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.Unwrap()
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return Caller{}, fmt.Errorf("peer credentials: %T is not a Unix connection", c)

@@ -5,13 +5,17 @@ package control_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -189,4 +193,41 @@ func TestRootAlwaysAllowed(t *testing.T) {
 	_, c := serve(t, fake(), control.ServerOptions{Member: nobodyMember})
 	_, err := c.Kill(context.Background(), control.KillRequest{ID: "alpha", Reason: "root"})
 	require.NoError(t, err)
+}
+
+// Another user cannot take the control socket's descriptors: past its
+// per-user bound each connection is answered 503 and closed, and root
+// (an operator) is still served while those connections are held.
+func TestConnectionBoundsPerUser(t *testing.T) {
+	requireRoot(t)
+	bin := testnobody.Executable(t)
+	c := serveNobody(t, fake(), control.ServerOptions{MaxConns: 3, MaxConnsPerUser: 2})
+
+	cmd := exec.Command(bin, c.Path())
+	cmd.Env = append(os.Environ(), helperEnv+"=flood", "GORACE=atexit_sleep_ms=0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() }) //nolint:errcheck // the helper's end
+	var r helperResult
+	require.NoError(t, json.NewDecoder(stdout).Decode(&r))
+	t.Logf("flood as 65534: %+v", r)
+	assert.Equal(t, 2, r.N, "connections held by another user")
+	assert.Equal(t, strings.Repeat("503 ", floodConns-2), r.Msg)
+
+	// While they are held: root is served, and its own connections past
+	// the total are, too (only its per-user bound applies).
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agents, err := c.List(ctx)
+	require.NoError(t, err)
+	assert.Len(t, agents, 3)
+	root := control.NewClient(c.Path())
+	defer root.Close()
+	_, err = root.Info(ctx)
+	require.NoError(t, err, "root's second connection, over the total")
 }

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,6 +67,8 @@ func helper(op, socket string) int {
 		r.N = len(b.String())
 	case "stop":
 		_, err = c.Stop(ctx, control.StopRequest{ID: "alpha", Wait: true})
+	case "flood":
+		return flood(socket)
 	default:
 		err = fmt.Errorf("unknown helper op %q", op)
 	}
@@ -75,6 +79,40 @@ func helper(op, socket string) int {
 	json.NewEncoder(os.Stdout).Encode(r) //nolint:errcheck // read by the test
 	return 0
 }
+
+// flood opens floodConns silent connections to socket, prints how many
+// were held (N) and how many refused with the server's 503 (Msg), and
+// holds them until its stdin closes.
+func flood(socket string) int {
+	var r helperResult
+	var held []net.Conn
+	for range floodConns {
+		c, err := net.Dial("unix", socket)
+		if err != nil {
+			r.Kind, r.Msg = "other", err.Error()
+			break
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		b := make([]byte, 64)
+		n, err := c.Read(b)
+		switch {
+		case n > 0 && strings.HasPrefix(string(b[:n]), "HTTP/1.1 503"):
+			r.Msg += "503 "
+			c.Close()
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			held = append(held, c)
+		default:
+			r.Msg += fmt.Sprintf("%q/%v ", b[:n], err)
+			c.Close()
+		}
+	}
+	r.N = len(held)
+	json.NewEncoder(os.Stdout).Encode(r) //nolint:errcheck // read by the test
+	io.Copy(io.Discard, os.Stdin)        //nolint:errcheck // until the test lets go
+	return 0
+}
+
+const floodConns = 6
 
 func kindOf(err error) string {
 	switch {

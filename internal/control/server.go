@@ -5,14 +5,19 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/connlimit"
 )
 
 // Limits and timeouts of the server.
@@ -42,6 +47,11 @@ type ServerOptions struct {
 	// and release. Empty: nobody but root at that level. Everyone may
 	// connect (see SocketMode); these decide what a caller may do.
 	ReadGroup, OperatorsGroup string
+	// MaxConns bounds the connections open at once and MaxConnsPerUser
+	// those of one uid (SO_PEERCRED); one over is answered 503 and closed.
+	// Zero: connlimit.Bounds, from the descriptor limit. Root's own
+	// connections are bounded only per user.
+	MaxConns, MaxConnsPerUser int
 	// Member decides group membership; nil means InGroup.
 	Member MemberFunc
 	// EventsHeartbeat: 0 means DefaultEventsHeartbeat.
@@ -169,7 +179,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return errors.New("control server: already serving")
 	}
 	s.serving = true
-	ln := s.sock.ln
+	ln := s.bound(s.sock.ln)
 	s.mu.Unlock()
 
 	stop := make(chan struct{})
@@ -190,6 +200,42 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.Close()
 	return fmt.Errorf("control socket: %w", err)
+}
+
+// bound wraps the control socket in connection bounds: everyone may
+// connect, so without them any local user could hold the daemon's
+// descriptors with idle connections until neither its kill path nor its
+// operators get one. Root is not bounded by the others' connections
+// (only by its own per-user bound): an operator is never locked out.
+func (s *Server) bound(ln net.Listener) net.Listener {
+	var last atomic.Int64
+	l := connlimit.Wrap(ln, connlimit.Options{Total: s.o.MaxConns, PerPeer: s.o.MaxConnsPerUser,
+		Peer: func(c net.Conn) string {
+			if cr, err := peerCred(c); err == nil {
+				return strconv.Itoa(cr.UID)
+			}
+			return "unknown"
+		},
+		Exempt: func(peer string) bool { return peer == "0" },
+		Refusal: func(perPeer bool) []byte {
+			msg := "too many control connections open in total; close idle ones"
+			if perPeer {
+				msg = "too many control connections open from this user; close idle ones"
+			}
+			body, _ := json.Marshal(errorBody{Error: msg})
+			return connlimit.HTTPRefusal(http.StatusServiceUnavailable, append(body, '\n'))
+		},
+		OnRefuse: func(peer string, perPeer bool) {
+			now := time.Now().UnixNano()
+			if prev := last.Load(); now-prev < int64(time.Second) || !last.CompareAndSwap(prev, now) {
+				return
+			}
+			s.log.Warn("control connection refused, too many open", zap.String("uid", peer), zap.Bool("per_user", perPeer))
+		},
+	})
+	total, perUser := l.Limits()
+	s.log.Debug("control connection bounds", zap.Int("total", total), zap.Int("per_user", perUser))
+	return l
 }
 
 // Close stops the server: request contexts are cancelled (event streams

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/hermeskill/hermeskilld/internal/connlimit"
 )
 
 // problem is an error the gateway itself answers, in the provider's own
@@ -120,4 +122,19 @@ func (p problem) event(style Style) []byte {
 	out = append(out, "event: error\ndata: "...)
 	out = append(out, data...)
 	return append(out, "\n\n"...)
+}
+
+// tooManyConns is the refusal of a connection over the gateway's bounds
+// (package connlimit), written before any request is read: one body both
+// styles' SDKs read as their error for a 503 (OpenAI's error.message,
+// type and code; Anthropic's type "error" and error.type), which they
+// retry after Retry-After.
+func tooManyConns(perPeer bool) []byte {
+	msg := "hermeskilld llm gateway: too many connections open in total; close idle ones"
+	if perPeer {
+		msg = "hermeskilld llm gateway: too many connections open from this user; close idle ones"
+	}
+	body, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{
+		"type": "overloaded_error", "message": msg, "param": nil, "code": "too_many_connections"}})
+	return connlimit.HTTPRefusal(http.StatusServiceUnavailable, body)
 }

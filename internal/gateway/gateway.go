@@ -16,9 +16,12 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/hermeskill/hermeskilld/internal/connlimit"
 )
 
 // Defaults of Config's bounds.
@@ -73,6 +76,11 @@ type Config struct {
 	// DefaultMaxOutputTokens is the output reserved for a request that
 	// names no output bound (DefaultMaxOutputTokens when 0).
 	DefaultMaxOutputTokens int64
+	// MaxConns bounds the agents' connections open at once, and
+	// MaxConnsPerUser those of one local user (the owner of the client
+	// socket); a connection over either is answered 503 and closed.
+	// Zero: connlimit.Bounds, from the descriptor limit.
+	MaxConns, MaxConnsPerUser int
 }
 
 func (c *Config) setDefaults() {
@@ -114,6 +122,7 @@ type Gateway struct {
 	cfg       Config
 	log       *zap.Logger
 	ln        net.Listener
+	conns     *connlimit.Listener // ln, bounded
 	srv       *http.Server
 	transport *http.Transport
 	upstreams map[string]*upstream
@@ -179,9 +188,11 @@ func New(cfg Config) (*Gateway, error) {
 	if err := checkLoopback(cfg.Listen); err != nil {
 		return nil, err
 	}
-	if g.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
 		return nil, fmt.Errorf("llm gateway: %w", err)
 	}
+	g.ln = g.bound(ln)
 	g.ctx, g.stop = context.WithCancelCause(context.Background())
 	g.transport = &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
@@ -205,6 +216,29 @@ func New(cfg Config) (*Gateway, error) {
 		ErrorLog:          zap.NewStdLog(cfg.Log.Named("http")),
 	}
 	return g, nil
+}
+
+// bound wraps the listener in the connection bounds (Config.MaxConns):
+// idle connections, from the agent or from any local user (loopback
+// needs no handle to connect), cannot take the descriptors hermeskilld
+// needs to kill and to write certificates.
+func (g *Gateway) bound(ln net.Listener) *connlimit.Listener {
+	var last atomic.Int64
+	l := connlimit.Wrap(ln, connlimit.Options{Total: g.cfg.MaxConns, PerPeer: g.cfg.MaxConnsPerUser,
+		Peer: connPeer, Refusal: tooManyConns,
+		OnRefuse: func(peer string, perPeer bool) {
+			// Once a second at most: a flood must not flood the log too.
+			now := time.Now().UnixNano()
+			if prev := last.Load(); now-prev < int64(time.Second) || !last.CompareAndSwap(prev, now) {
+				return
+			}
+			g.log.Warn("llm gateway: connection refused, too many open", zap.String("peer", peer),
+				zap.Bool("per_user", perPeer), zap.Uint64("refused", g.conns.Refused()))
+		}})
+	g.conns = l
+	total, perUser := l.Limits()
+	g.log.Debug("llm gateway connection bounds", zap.Int("total", total), zap.Int("per_user", perUser))
+	return l
 }
 
 // checkLoopback refuses a listen address that is not loopback: the

@@ -65,7 +65,7 @@ func checkPeer(ctx context.Context, gr *Grant) error {
 		return fmt.Errorf("not a TCP connection (%s)", c.remote)
 	}
 	// The client's socket: local address the connection's remote one.
-	inode, err := socketInode(remote, local)
+	inode, _, err := socketEntry(remote, local)
 	if err != nil {
 		return err
 	}
@@ -76,16 +76,17 @@ func checkPeer(ctx context.Context, gr *Grant) error {
 	return nil
 }
 
-// socketInode is the inode of the TCP socket bound to local and connected
-// to remote, from /proc/net/tcp or tcp6 (this network namespace's).
-func socketInode(local, remote *net.TCPAddr) (uint64, error) {
+// socketEntry is the inode and the owner's uid of the TCP socket bound to
+// local and connected to remote, from /proc/net/tcp or tcp6 (this network
+// namespace's).
+func socketEntry(local, remote *net.TCPAddr) (inode uint64, uid string, err error) {
 	file, l, r := "/proc/net/tcp6", hexAddr6(local), hexAddr6(remote)
 	if local.IP.To4() != nil && remote.IP.To4() != nil {
 		file, l, r = "/proc/net/tcp", hexAddr4(local), hexAddr4(remote)
 	}
 	f, err := os.Open(file)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -95,12 +96,28 @@ func socketInode(local, remote *net.TCPAddr) (uint64, error) {
 		if len(fs) < 10 || fs[1] != l || fs[2] != r {
 			continue
 		}
-		return strconv.ParseUint(fs[9], 10, 64)
+		inode, err := strconv.ParseUint(fs[9], 10, 64)
+		return inode, fs[7], err
 	}
 	if err := sc.Err(); err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return 0, fmt.Errorf("no socket %s -> %s in %s", local, remote, file)
+	return 0, "", fmt.Errorf("no socket %s -> %s in %s", local, remote, file)
+}
+
+// connPeer names the local user that holds the client end of c, for the
+// connection bounds: "uid N", or "unknown" (shared by every connection
+// whose owner cannot be read, so that they too are bounded together).
+func connPeer(c net.Conn) string {
+	local, lok := c.LocalAddr().(*net.TCPAddr)
+	remote, rok := c.RemoteAddr().(*net.TCPAddr)
+	if !lok || !rok {
+		return "unknown"
+	}
+	if _, uid, err := socketEntry(remote, local); err == nil {
+		return "uid " + uid
+	}
+	return "unknown"
 }
 
 // hexAddr4 is addr as /proc/net/tcp writes it: the address as one 32-bit

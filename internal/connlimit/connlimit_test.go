@@ -1,0 +1,197 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package connlimit
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// serve accepts on l and keeps every connection open until the test ends.
+func serve(t *testing.T, l *Listener) {
+	var mu sync.Mutex
+	var held []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+}
+
+func listen(t *testing.T, o Options) (*Listener, string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	o.Refusal = func(perPeer bool) []byte {
+		msg := "total"
+		if perPeer {
+			msg = "per-peer"
+		}
+		return HTTPRefusal(http.StatusServiceUnavailable, []byte(`{"error":"`+msg+`"}`))
+	}
+	l := Wrap(ln, o)
+	return l, ln.Addr().String()
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ask dials and sends a request, as an HTTP client does before it reads.
+func ask(t *testing.T, addr string) net.Conn {
+	c := dial(t, addr)
+	_, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	require.NoError(t, err)
+	return c
+}
+
+// refusedWith reads what the server wrote before it closed c: a refusal,
+// or nothing within wait (c was accepted and held).
+func refusedWith(t *testing.T, c net.Conn, wait time.Duration) string {
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.Status + " " + string(b)
+}
+
+// One peer gets PerPeer connections; the next is refused with the
+// caller's response and closed; closing one gives its slot back.
+func TestPerPeerBound(t *testing.T) {
+	l, addr := listen(t, Options{Total: 10, PerPeer: 3})
+	serve(t, l)
+	for range 3 {
+		dial(t, addr)
+	}
+	require.Eventually(t, func() bool { return l.Open() == 3 }, 5*time.Second, time.Millisecond)
+	over := ask(t, addr)
+	assert.Equal(t, `503 Service Unavailable {"error":"per-peer"}`, refusedWith(t, over, 5*time.Second))
+	assert.Equal(t, uint64(1), l.Refused())
+	require.Equal(t, 3, l.Open())
+}
+
+// The total bounds every peer together; an exempt peer passes it but not
+// its own per-peer bound.
+func TestTotalBoundAndExempt(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	peers := []string{"a", "b", "c", "root", "root", "root"}
+	l, addr := listen(t, Options{Total: 2, PerPeer: 2,
+		Peer: func(net.Conn) string {
+			mu.Lock()
+			defer mu.Unlock()
+			p := peers[n]
+			n++
+			return p
+		},
+		Exempt: func(p string) bool { return p == "root" }})
+	serve(t, l)
+	got := make([]string, len(peers))
+	for i := range peers {
+		c := ask(t, addr)
+		got[i] = refusedWith(t, c, time.Second)
+	}
+	assert.Equal(t, []string{"", "", `503 Service Unavailable {"error":"total"}`, "", "",
+		`503 Service Unavailable {"error":"per-peer"}`}, got)
+	assert.Equal(t, 4, l.Open())
+}
+
+// A released slot is reusable: the server closing an accepted connection
+// gives it back, so a client that opens and closes connections in a loop
+// is never refused.
+func TestSlotsReleased(t *testing.T) {
+	l, addr := listen(t, Options{Total: 2, PerPeer: 2})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			c.Close() // a second Close releases nothing more
+		}
+	}()
+	for range 50 {
+		c := dial(t, addr)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, err := io.ReadAll(c)
+		require.NoError(t, err)
+		require.False(t, strings.HasPrefix(string(b), "HTTP/"), "refused: %s", b)
+		c.Close()
+	}
+	require.Eventually(t, func() bool { return l.Open() == 0 }, 5*time.Second, time.Millisecond)
+	assert.Zero(t, l.Refused())
+	l.Close()
+	<-done
+}
+
+func TestBounds(t *testing.T) {
+	total, perPeer := Bounds()
+	assert.GreaterOrEqual(t, total, 8)
+	assert.LessOrEqual(t, total, 4096)
+	assert.Equal(t, max(total/4, 2), perPeer)
+}
+
+// A silent connection over a bound is still answered (after the wait for
+// its request) and closed; a flood of silent ones holds at most
+// `refusing` descriptors, the rest closed unanswered at once.
+func TestSilentRefusals(t *testing.T) {
+	l, addr := listen(t, Options{Total: 1, PerPeer: 1})
+	serve(t, l)
+	dial(t, addr)
+	require.Eventually(t, func() bool { return l.Open() == 1 }, 5*time.Second, time.Millisecond)
+	silent := dial(t, addr)
+	assert.Equal(t, `503 Service Unavailable {"error":"total"}`, refusedWith(t, silent, 5*time.Second))
+
+	var flood []net.Conn
+	for range 4 * refusing {
+		flood = append(flood, dial(t, addr))
+	}
+	require.Eventually(t, func() bool { return l.Refused() == uint64(1+4*refusing) }, 5*time.Second, time.Millisecond)
+	assert.LessOrEqual(t, len(l.answering), refusing)
+	answered := 0
+	for _, c := range flood {
+		if refusedWith(t, c, 5*time.Second) != "" {
+			answered++
+		}
+	}
+	assert.Positive(t, answered)
+	assert.LessOrEqual(t, answered, 2*refusing, "more silent connections were held than the bound")
+}
