@@ -77,8 +77,12 @@ type Certificate struct {
 	ProcessTree    []Proc            `json:"process_tree"`
 	LastOutput     *LastOutput       `json:"last_output,omitempty"`
 	Survivors      []Survivor        `json:"survivors"`
-	Metered        *Metered          `json:"metered,omitempty"`
-	AuditAnchor    *AuditAnchor      `json:"audit_anchor,omitempty"`
+	// SurvivorsUnknown, when set, says why Survivors is not known to be
+	// whole (the tree could not be listed): an empty list then proves
+	// nothing.
+	SurvivorsUnknown string       `json:"survivors_unknown,omitempty"`
+	Metered          *Metered     `json:"metered,omitempty"`
+	AuditAnchor      *AuditAnchor `json:"audit_anchor,omitempty"`
 	// InternalError is set when hermeskilld's own code serving the run
 	// panicked (check internal_error).
 	InternalError *InternalError `json:"internal_error,omitempty"`
@@ -227,35 +231,36 @@ type Signature struct {
 // they differ only where the JSON must: times are jsonTime, nil slices [].
 
 type certWire struct {
-	Schema         string            `json:"schema"`
-	CertID         string            `json:"cert_id"`
-	AgentID        string            `json:"agent_id"`
-	Host           string            `json:"host"`
-	Mode           string            `json:"mode"`
-	Labels         map[string]string `json:"labels,omitempty"`
-	Command        []string          `json:"command"`
-	PID            int               `json:"pid"`
-	Containment    string            `json:"containment,omitempty"`
-	StartedAt      jsonTime          `json:"started_at"`
-	TriggeredAt    jsonTime          `json:"triggered_at"`
-	TerminatedAt   jsonTime          `json:"terminated_at"`
-	TriggerType    string            `json:"trigger_type"`
-	TriggerCheck   string            `json:"trigger_check"`
-	TriggerReason  string            `json:"trigger_reason"`
-	Operator       *string           `json:"operator"`
-	OperatorReason *string           `json:"operator_reason"`
-	Escalation     Escalation        `json:"escalation"`
-	Exit           Exit              `json:"exit"`
-	SymptomsLog    []Symptom         `json:"symptoms_log"`
-	ShutdownLog    []Step            `json:"shutdown_log"`
-	FinalState     FinalState        `json:"final_state"`
-	ProcessTree    []Proc            `json:"process_tree"`
-	LastOutput     *LastOutput       `json:"last_output,omitempty"`
-	Survivors      []Survivor        `json:"survivors"`
-	Metered        *meteredWire      `json:"metered,omitempty"`
-	AuditAnchor    *AuditAnchor      `json:"audit_anchor,omitempty"`
-	InternalError  *InternalError    `json:"internal_error,omitempty"`
-	Signature      *Signature        `json:"signature,omitempty"`
+	Schema           string            `json:"schema"`
+	CertID           string            `json:"cert_id"`
+	AgentID          string            `json:"agent_id"`
+	Host             string            `json:"host"`
+	Mode             string            `json:"mode"`
+	Labels           map[string]string `json:"labels,omitempty"`
+	Command          []string          `json:"command"`
+	PID              int               `json:"pid"`
+	Containment      string            `json:"containment,omitempty"`
+	StartedAt        jsonTime          `json:"started_at"`
+	TriggeredAt      jsonTime          `json:"triggered_at"`
+	TerminatedAt     jsonTime          `json:"terminated_at"`
+	TriggerType      string            `json:"trigger_type"`
+	TriggerCheck     string            `json:"trigger_check"`
+	TriggerReason    string            `json:"trigger_reason"`
+	Operator         *string           `json:"operator"`
+	OperatorReason   *string           `json:"operator_reason"`
+	Escalation       Escalation        `json:"escalation"`
+	Exit             Exit              `json:"exit"`
+	SymptomsLog      []Symptom         `json:"symptoms_log"`
+	ShutdownLog      []Step            `json:"shutdown_log"`
+	FinalState       FinalState        `json:"final_state"`
+	ProcessTree      []Proc            `json:"process_tree"`
+	LastOutput       *LastOutput       `json:"last_output,omitempty"`
+	Survivors        []Survivor        `json:"survivors"`
+	SurvivorsUnknown string            `json:"survivors_unknown,omitempty"`
+	Metered          *meteredWire      `json:"metered,omitempty"`
+	AuditAnchor      *AuditAnchor      `json:"audit_anchor,omitempty"`
+	InternalError    *InternalError    `json:"internal_error,omitempty"`
+	Signature        *Signature        `json:"signature,omitempty"`
 }
 
 type meteredWire struct {
@@ -333,7 +338,7 @@ func (c Certificate) MarshalJSON() ([]byte, error) {
 		OperatorReason: c.OperatorReason, Escalation: c.Escalation, Exit: c.Exit,
 		SymptomsLog: nonNil(c.SymptomsLog), ShutdownLog: nonNil(c.ShutdownLog),
 		FinalState: c.FinalState, ProcessTree: nonNil(c.ProcessTree), LastOutput: c.LastOutput,
-		Survivors: nonNil(c.Survivors), Metered: c.Metered.wire(), AuditAnchor: c.AuditAnchor, InternalError: c.InternalError, Signature: c.Signature,
+		Survivors: nonNil(c.Survivors), SurvivorsUnknown: c.SurvivorsUnknown, Metered: c.Metered.wire(), AuditAnchor: c.AuditAnchor, InternalError: c.InternalError, Signature: c.Signature,
 	})
 }
 
@@ -352,7 +357,7 @@ func (c *Certificate) UnmarshalJSON(b []byte) error {
 		OperatorReason: w.OperatorReason, Escalation: w.Escalation, Exit: w.Exit,
 		SymptomsLog: w.SymptomsLog, ShutdownLog: w.ShutdownLog, FinalState: w.FinalState,
 		ProcessTree: w.ProcessTree, LastOutput: w.LastOutput, Survivors: w.Survivors,
-		Metered: w.Metered.public(), AuditAnchor: w.AuditAnchor, InternalError: w.InternalError, Signature: w.Signature,
+		SurvivorsUnknown: w.SurvivorsUnknown, Metered: w.Metered.public(), AuditAnchor: w.AuditAnchor, InternalError: w.InternalError, Signature: w.Signature,
 	}
 	return nil
 }

@@ -83,6 +83,11 @@
 //     here); omitted when not captured. Invalid UTF-8 is replaced by U+FFFD.
 //   - survivors: processes still alive when hermeskilld stopped waiting (for
 //     example in D state); each has pid, state and cmdline. Usually [].
+//   - survivors_unknown: present when the survivors could not all be
+//     listed or read (hermeskilld out of descriptors, say): why. Then
+//     survivors is what could be seen ("?" for a process that could not be
+//     read), an empty list proves nothing, and the keeper, which does not
+//     share hermeskilld's descriptors, kills what is left.
 //   - metered: present when the agent's LLM traffic went through
 //     hermeskilld's gateway — what was counted on the wire: requests,
 //     refused (after the revocation, or outside the API), errors, tokens,

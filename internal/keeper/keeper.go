@@ -84,10 +84,13 @@ type Keeper struct {
 	pending []byte
 	kick    chan struct{}
 	runs    map[uint64]*Run
-	next    uint64
-	closed  bool
-	starts  int
-	key     string // the live keeper's: every line to it starts with it
+	// unproven counts the agents whose trees could not be proven gone
+	// (see Unproven); with runs, what keeps Close from disarming.
+	unproven int
+	next     uint64
+	closed   bool
+	starts   int
+	key      string // the live keeper's: every line to it starts with it
 
 	first    chan struct{} // closed once the first keeper process is started, or failed to
 	firstErr error         // why it failed; set before first is closed
@@ -403,6 +406,10 @@ func (k *Keeper) restart(dead *procsup.Process) {
 // would delay our exit). Call it once every agent is gone, on a clean
 // exit. A keeper that cannot be disarmed in time (stopped, wedged) is
 // killed: with no agent left its work is moot.
+//
+// While a run has not ended or an agent's tree is Unproven, Close does
+// not disarm: it closes the pipe as our death would, the keeper kills
+// what is left by its own means, and the error says so.
 func (k *Keeper) Close() error {
 	if k == nil {
 		return nil
@@ -414,6 +421,7 @@ func (k *Keeper) Close() error {
 	}
 	k.closed = true
 	proc := k.proc
+	left := len(k.runs) + k.unproven
 	k.mu.Unlock()
 	close(k.stop)
 	timer := time.NewTimer(closeWait)
@@ -424,7 +432,17 @@ func (k *Keeper) Close() error {
 		// The writer is blocked on a keeper that does not read.
 		k.mu.Lock()
 		proc = k.proc
+		if proc != nil && left > 0 {
+			// Its work is not moot: close the pipe under the blocked
+			// write (which fails), so that it kills once it reads.
+			k.w.Close()
+			k.w = nil
+		}
 		k.mu.Unlock()
+		if proc != nil && left > 0 {
+			<-k.done
+			return k.notDisarmed(proc, left)
+		}
 		if proc != nil {
 			_ = proc.Signal(syscall.SIGKILL)
 			<-k.done
@@ -436,7 +454,10 @@ func (k *Keeper) Close() error {
 	k.wmu.Lock() // after any Spawned still writing
 	defer k.wmu.Unlock()
 	k.mu.Lock()
-	w, pending := k.w, append(k.pending, k.key+" disarm\n"...)
+	w, pending := k.w, k.pending
+	if left == 0 {
+		pending = append(pending, k.key+" disarm\n"...)
+	}
 	proc = k.proc
 	k.w = nil
 	k.mu.Unlock()
@@ -446,11 +467,30 @@ func (k *Keeper) Close() error {
 	_ = w.SetWriteDeadline(time.Now().Add(closeWait))
 	_, err := w.Write(pending)
 	w.Close()
+	if left > 0 {
+		return k.notDisarmed(proc, left)
+	}
 	if err != nil {
 		_ = proc.Signal(syscall.SIGKILL)
 		return fmt.Errorf("disarm keeper pid %d: %w; killed it", proc.PID(), err)
 	}
 	return nil
+}
+
+func (k *Keeper) notDisarmed(proc *procsup.Process, left int) error {
+	return fmt.Errorf("keeper pid %d not disarmed: %d agent trees not proven gone; it kills what is left of them", proc.PID(), left)
+}
+
+// Unproven records that an agent's tree could not be proven gone when
+// its run ended (its survivors, or whether it has any, are not known):
+// the keeper is then never disarmed, and Close leaves the kill to it.
+func (k *Keeper) Unproven() {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	k.unproven++
+	k.mu.Unlock()
 }
 
 // abandon closes the pipe as our death would: without disarming, and

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
@@ -69,9 +70,9 @@ func start(t *testing.T, cg *cgroup.Manager) *Keeper {
 // pgroupRun starts an agent-like tree without a cgroup: a main process
 // with children in its group, and a grandchild that escaped into a
 // session of its own (its parent exited: it is our orphan now).
-func pgroupRun(t *testing.T, k *Keeper, value string) (all []int) {
+func pgroupRun(t *testing.T, k *Keeper, value string) (run *Run, all []int) {
 	t.Helper()
-	run := k.Guard(marker, value)
+	run = k.Guard(marker, value)
 	env := []string{marker + "=" + value}
 	main := testchild.Start(t, rt, "fork-tree", procsup.Spec{Env: env}, "3")
 	run.Spawned(main.P.PID(), startTicks(t, main.P.PID()))
@@ -80,7 +81,7 @@ func pgroupRun(t *testing.T, k *Keeper, value string) (all []int) {
 	for _, pid := range main.PIDs {
 		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	}
-	return append(append([]int{main.P.PID(), esc.P.PID()}, main.PIDs...), esc.PIDs...)
+	return run, append(append([]int{main.P.PID(), esc.P.PID()}, main.PIDs...), esc.PIDs...)
 }
 
 func startTicks(t *testing.T, pid int) uint64 {
@@ -95,7 +96,7 @@ func startTicks(t *testing.T, pid int) uint64 {
 // session of its own, found by its environment.
 func TestDeathKillsProcessGroupRun(t *testing.T) {
 	k := start(t, nil)
-	pids := pgroupRun(t, k, "/run/hermeskill/test.1/notify.sock")
+	_, pids := pgroupRun(t, k, "/run/hermeskill/test.1/notify.sock")
 	other := testchild.Start(t, rt, "hang", procsup.Spec{Env: []string{marker + "=/another/agent.sock"}})
 	k.abandon()
 	dead(t, pids...)
@@ -145,7 +146,8 @@ func TestToldBeforeTheFork(t *testing.T) {
 // A clean exit disarms the keeper: nothing is killed, the keeper exits.
 func TestCloseDisarms(t *testing.T) {
 	k := start(t, nil)
-	pids := pgroupRun(t, k, "/run/hermeskill/test.2/notify.sock")
+	run, pids := pgroupRun(t, k, "/run/hermeskill/test.2/notify.sock")
+	run.End() // declared gone (the processes, left alive, are the witnesses)
 	keeper := k.PID()
 	require.NoError(t, k.Close())
 	require.Eventually(t, func() bool { return !testchild.Alive(keeper) }, 10*time.Second, 5*time.Millisecond,
@@ -153,6 +155,37 @@ func TestCloseDisarms(t *testing.T) {
 	for _, pid := range pids {
 		require.True(t, testchild.Alive(pid), "pid %d was killed by a disarmed keeper", pid)
 	}
+}
+
+// Close never disarms the keeper while a run has not ended or a tree is
+// unproven (its survivors not known): the keeper kills what is left, as
+// at our death, and Close says so.
+func TestCloseWithUnendedRunKills(t *testing.T) {
+	t.Run("run not ended", func(t *testing.T) {
+		k := start(t, nil)
+		_, pids := pgroupRun(t, k, "/run/hermeskill/test.7/notify.sock")
+		err := k.Close()
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "not disarmed")
+		dead(t, pids...)
+	})
+	t.Run("cgroup unproven", func(t *testing.T) {
+		m, err := cgroup.Detect(cgroup.Options{})
+		if errors.Is(err, cgroup.ErrUnavailable) {
+			t.Skipf("needs a writable cgroup v2 hierarchy: %v", err)
+		}
+		require.NoError(t, err)
+		k := start(t, m)
+		g, err := m.Create("keeper-unproven")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = g.Remove() })
+		c := testchild.Start(t, rt, "fork-tree", procsup.Spec{CgroupFD: g.FD()}, "3")
+		k.Unproven()
+		err = k.Close()
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "not disarmed")
+		dead(t, append([]int{c.P.PID()}, c.PIDs...)...)
+	})
 }
 
 // A run that ended is forgotten: its processes are not the keeper's.
@@ -194,7 +227,7 @@ func TestDeathReapsCgroups(t *testing.T) {
 // knows every run.
 func TestKeeperRestarted(t *testing.T) {
 	k := start(t, nil)
-	pids := pgroupRun(t, k, "/run/hermeskill/test.4/notify.sock")
+	_, pids := pgroupRun(t, k, "/run/hermeskill/test.4/notify.sock")
 	first := k.PID()
 	require.NoError(t, syscall.Kill(first, syscall.SIGKILL))
 	require.Eventually(t, func() bool { p := k.PID(); return p != 0 && p != first }, 10*time.Second, 5*time.Millisecond)
@@ -225,7 +258,7 @@ func TestKeeperIgnoresStopSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		require.NoError(t, syscall.Kill(pid, sig))
 	}
-	pids := pgroupRun(t, k, "/run/hermeskill/test.5/notify.sock")
+	_, pids := pgroupRun(t, k, "/run/hermeskill/test.5/notify.sock")
 	require.Equal(t, pid, k.PID(), "the keeper lived through the signals")
 	k.abandon()
 	dead(t, pids...)
@@ -305,7 +338,7 @@ func TestKeeperArgs(t *testing.T) {
 // new one knows every run and kills it at our death.
 func TestStoppedKeeperReplaced(t *testing.T) {
 	k := start(t, nil)
-	pids := pgroupRun(t, k, "/run/hermeskill/test.6/notify.sock")
+	_, pids := pgroupRun(t, k, "/run/hermeskill/test.6/notify.sock")
 	first := k.PID()
 	require.NoError(t, syscall.Kill(first, syscall.SIGSTOP))
 	require.Eventually(t, func() bool { p := k.PID(); return p != 0 && p != first }, 10*time.Second, 5*time.Millisecond)

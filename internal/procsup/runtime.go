@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hermeskill/hermeskilld/internal/fdreserve"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
 )
 
@@ -47,6 +48,9 @@ func NewRuntime(opts Options) (*Runtime, error) {
 		return nil, os.NewSyscallError("prctl PR_SET_CHILD_SUBREAPER", err)
 	}
 	spawner() // start the forking thread now, while the caller sets up
+	// Descriptors for the kill path and the record, held before any agent
+	// starts (nothing an agent does can then take them all).
+	_ = fdreserve.Hold()
 	fs := procfs.Default()
 	return &Runtime{reaper: newReaper(opts.OnOrphan), pid1: os.Getpid() == 1, pollWait: opts.PollWait,
 		fs: fs, scans: newScanner(fs), helpers: make(map[int]bool)}, nil

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
+	"github.com/hermeskill/hermeskilld/internal/fdreserve"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
 )
 
@@ -277,6 +278,7 @@ func (t *Tree) SignalTree(sig syscall.Signal) (int, error) {
 	}
 	n := 0
 	began := time.Now()
+	var failed error
 	for pid, st := range m {
 		if group && st.PGID == t.main.PID() {
 			n++ // reached by the group signal
@@ -285,8 +287,12 @@ func (t *Tree) SignalTree(sig syscall.Signal) (int, error) {
 		if time.Since(began) > signalBound {
 			break // a tree this big gets SIGKILL (cgroup.kill or KillTree's passes) soon enough
 		}
-		if t.signalPID(pid, st.StartTimeTicks, sig) {
+		ok, err := t.signalPID(pid, st.StartTimeTicks, sig)
+		if ok {
 			n++
+		}
+		if err != nil && failed == nil {
+			failed = err
 		}
 	}
 	if sig == syscall.SIGTERM || sig == syscall.SIGKILL {
@@ -296,7 +302,7 @@ func (t *Tree) SignalTree(sig syscall.Signal) (int, error) {
 		}
 		t.noteKilled(kill)
 	}
-	return n, nil
+	return n, failed
 }
 
 // signalBound bounds SignalTree's one-by-one signals: a step of the
@@ -335,7 +341,11 @@ func (t *Tree) SignalPID(pid int, sig syscall.Signal) error {
 	if in, err := t.Contains(pid); err != nil || !in {
 		return fmt.Errorf("pid %d: %w", pid, ErrNotInTree)
 	}
-	if !t.signalPID(pid, st.StartTimeTicks, sig) {
+	ok, err := t.signalPID(pid, st.StartTimeTicks, sig)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return fmt.Errorf("pid %d: %w", pid, procfs.ErrNoProcess)
 	}
 	return nil
@@ -345,18 +355,44 @@ func (t *Tree) SignalPID(pid int, sig syscall.Signal) error {
 var ErrNotInTree = errors.New("not in the agent's process tree")
 
 // signalPID signals pid if it is still the process that started at start.
-func (t *Tree) signalPID(pid int, start uint64, sig syscall.Signal) bool {
+// It reports whether it signalled; the error says it could not tell (no
+// descriptor for the pidfd or for /proc, say): a process gone or
+// recycled is no error.
+func (t *Tree) signalPID(pid int, start uint64, sig syscall.Signal) (ok bool, err error) {
+	// Two descriptors (the pidfd, the stat file) at once: on the reserve
+	// when the table is full.
+	err = fdreserve.Do(func() (err error) { ok, err = t.signalPIDOnce(pid, start, sig); return err })
+	return ok, err
+}
+
+func (t *Tree) signalPIDOnce(pid int, start uint64, sig syscall.Signal) (bool, error) {
 	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return false, nil // gone already
+	}
 	if err != nil {
-		return false // ESRCH: gone already
+		return false, fmt.Errorf("pid %d: %w", pid, os.NewSyscallError("pidfd_open", err))
 	}
 	defer unix.Close(fd)
 	// The pidfd pins whatever process has the pid now; the start time
 	// proves it is the one we saw in the tree.
-	if st, err := t.fs.Stat(pid); err != nil || st.StartTimeTicks != start {
-		return false
+	st, err := t.fs.Stat(pid)
+	switch {
+	case errors.Is(err, procfs.ErrNoProcess):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("pid %d: %w", pid, err)
+	case st.StartTimeTicks != start:
+		return false, nil // recycled
 	}
-	return unix.PidfdSendSignal(fd, sig, nil, 0) == nil
+	err = unix.PidfdSendSignal(fd, sig, nil, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("pid %d: %w", pid, os.NewSyscallError("pidfd_send_signal", err))
+	}
+	return true, nil
 }
 
 // killPasses bounds the process-group kill loop against a fork bomb.
@@ -373,8 +409,9 @@ func (t *Tree) KillTree() (int, string, error) {
 		// process's start time after it (the forensics never delay the
 		// kill; a dying process keeps its stat until reaped, and one
 		// already gone is recorded without).
-		pids, _ := t.cg.PIDs()
-		err := t.cg.Kill()
+		var pids []int
+		_ = fdreserve.Do(func() (err error) { pids, err = t.cg.PIDs(); return err })
+		err := fdreserve.Do(t.cg.Kill)
 		m := make(map[int]uint64, len(pids))
 		for _, pid := range pids {
 			var start uint64
@@ -387,32 +424,54 @@ func (t *Tree) KillTree() (int, string, error) {
 		return len(pids), "cgroup.kill", err
 	}
 	seen := make(map[int]uint64)
+	var failed error
 	for pass := 0; pass < killPasses; pass++ {
-		m, err := t.memberStats()
+		var m map[int]procfs.Stat
+		err := fdreserve.Do(func() (err error) { m, err = t.memberStats(); return err })
 		if err != nil {
-			return len(seen), "signal", err
+			// The tree could not be listed (no descriptor for /proc, say).
+			// The process group still dies, in one call that needs no
+			// descriptor; the members outside it are unknown: try again,
+			// and a step that cannot prove what it did is a failure.
+			t.signalGroup(unix.SIGKILL)
+			failed = err
+			time.Sleep(killRetry)
+			continue
 		}
 		// The whole process group in one call, cheap and immediate; the
 		// rest one by one.
 		group := t.signalGroup(unix.SIGKILL)
-		fresh := 0
+		fresh, passErr := 0, error(nil)
 		for pid, st := range m {
 			if prev, ok := seen[pid]; ok && prev == st.StartTimeTicks {
 				continue // signalled already; dying
 			}
-			seen[pid] = st.StartTimeTicks
 			if !group || st.PGID != t.main.PID() {
-				t.signalPID(pid, st.StartTimeTicks, syscall.SIGKILL)
+				if _, err := t.signalPID(pid, st.StartTimeTicks, syscall.SIGKILL); err != nil {
+					passErr = err // not seen: the next pass tries again
+					continue
+				}
 			}
+			seen[pid] = st.StartTimeTicks
 			fresh++
 		}
-		if fresh == 0 {
-			break
+		failed = passErr
+		if fresh == 0 && passErr == nil {
+			break // a whole pass found nobody new alive
+		}
+		if passErr != nil {
+			time.Sleep(killRetry)
 		}
 	}
 	t.noteKilled(seen)
+	if failed != nil {
+		return len(seen), "signal", fmt.Errorf("not every process could be signalled: %w", failed)
+	}
 	return len(seen), "signal", nil
 }
+
+// killRetry spaces KillTree's passes after one failed.
+const killRetry = 5 * time.Millisecond
 
 // Empty reports whether the main process is reaped and nothing of the
 // tree is left, zombies included.

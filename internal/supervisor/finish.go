@@ -14,6 +14,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
+	"github.com/hermeskill/hermeskilld/internal/fdreserve"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
@@ -67,6 +68,9 @@ func (r *Run) finish(res *escalate.Result, trigger *symptoms.Symptom, st runStat
 	}
 	if res == nil || res.Empty {
 		r.guard.End() // nothing of the tree is left to guard
+	} else {
+		// Survivors, or not known: never disarm the keeper over them.
+		r.o.Keeper.Unproven()
 	}
 	os.Remove(r.o.SocketDir)
 	return out
@@ -88,7 +92,8 @@ func (r *Run) waitStreams() {
 // writeCert writes c; a failure never loses it: the certificate goes to
 // stderr (the log, in the daemon) instead.
 func (r *Run) writeCert(c *certs.Certificate) (string, error) {
-	path, err := certs.Write(r.o.CertsDir, c, r.o.Signer)
+	var path string
+	err := fdreserve.Do(func() (err error) { path, err = certs.Write(r.o.CertsDir, c, r.o.Signer); return err })
 	if err == nil {
 		r.log.Info("certificate written", zap.String("path", path))
 		r.emit(Event{Type: EventCertificate, Cert: c, CertPath: path})
@@ -142,8 +147,13 @@ func (r *Run) certificate(exit procsup.ExitStatus, res *escalate.Result, trigger
 				DurationMS: float64(s.Duration.Microseconds()) / 1000, Detail: s.Detail})
 		}
 		if !res.Empty {
-			for _, p := range r.tree.Survivors(cmdlineMax) {
+			procs, err := r.tree.Survivors(cmdlineMax)
+			for _, p := range procs {
 				c.Survivors = append(c.Survivors, certs.Survivor{PID: p.PID, State: p.State, Cmdline: p.Cmdline})
+			}
+			if err != nil {
+				c.SurvivorsUnknown = err.Error()
+				r.log.Error("the tree's survivors could not be listed; the keeper kills what is left", zap.Error(err))
 			}
 		}
 	}

@@ -1,0 +1,132 @@
+// Copyright 2026 The hermeskill Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hermeskill/hermeskilld/internal/certs"
+)
+
+// floodAgent floods its LLM gateway with idle connections from four
+// processes (each with a descriptor table of its own, so together they
+// can ask for far more than supervise's limit), one of them an escapee in
+// a session of its own, and then wedges: it beats no more. Each process
+// prints how many connections it holds and how many were refused.
+const floodAgent = `
+import os, socket, subprocess, sys, time, urllib.parse
+m = sys.argv[1]
+FLOOD = r'''
+import os, signal, socket, sys, time, urllib.parse
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+u = urllib.parse.urlparse(os.environ["OPENAI_BASE_URL"])
+conns = []
+for i in range(400):
+    try:
+        conns.append(socket.create_connection((u.hostname, u.port), timeout=2))
+    except OSError:
+        break
+time.sleep(1.5)  # the gateway answers a refusal within 250 ms, then closes
+held = 0
+for s in conns:
+    s.setblocking(False)
+    try:
+        s.recv(1)  # an answer or the close: refused
+    except BlockingIOError:
+        held += 1
+    except OSError:
+        pass
+print("flood %s held %d refused %d" % (sys.argv[2], held, len(conns) - held), flush=True)
+while True:
+    time.sleep(1)
+'''
+for i in range(3):
+    subprocess.Popen([sys.executable, "-c", FLOOD, m, str(i)], start_new_session=(i == 0))
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); a = os.environ["NOTIFY_SOCKET"]
+s.sendto(b"READY=1", a)
+s.sendto(b"WATCHDOG=1", a)
+exec(FLOOD.replace("sys.argv[2]", "'main'"))
+`
+
+// exhaustRuns is how many times each mode runs the attack
+// (HK_EXHAUST_RUNS; `make soak` runs 20).
+func exhaustRuns(t *testing.T) int {
+	n := 1
+	if v := os.Getenv("HK_EXHAUST_RUNS"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		require.NoError(t, err, "HK_EXHAUST_RUNS")
+	}
+	return n
+}
+
+// An agent cannot take supervise's descriptors through its gateway: under
+// a low descriptor limit, four of its processes flood the gateway with
+// idle connections and it wedges; the gateway holds only its bound and
+// refuses the rest, and the heartbeat kill, the certificate and the
+// survivors' check all have what they need. Nothing of the agent is left,
+// in either containment mode.
+func TestDescriptorFloodThroughGateway(t *testing.T) {
+	t.Parallel()
+	for _, mode := range containmentModes(t) {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			runs, left, written := exhaustRuns(t), 0, 0
+			for i := range runs {
+				dir := t.TempDir()
+				m := marker(t) + "-" + strconv.Itoa(i)
+				// 128 descriptors: the gateway's bounds are 32 in total and
+				// 8 per user; each flooding process could hold ~120.
+				h := startArgv(t, nil, "sh", "-c", `ulimit -n 128 && exec "$@"`, "sh", os.Args[0],
+					"supervise", "--id", "flood-"+mode, "--containment", mode,
+					"--startup-timeout", "60s", "--heartbeat-timeout", "4s", "--coop-grace", "200ms", "--term-grace", "300ms",
+					"--llm-upstream", "openai=http://127.0.0.1:9/v1",
+					"--certs-dir", dir, "--", python(t), agent(t, dir, floodAgent), m)
+				r := h.wait(t)
+				survivors := survivors(m)
+				for _, pid := range survivors {
+					if pid > 0 {
+						killAtEnd(t, pid)
+					}
+				}
+				left += len(survivors)
+				c := readCert(t, dir)
+				written++
+				assert.Equal(t, "heartbeat_timeout", c.TriggerCheck, "stderr: %s", r.stderr)
+				assert.Equal(t, certs.ReachedSigkill, c.Escalation.Reached)
+				assert.Empty(t, c.Survivors)
+				assert.Empty(t, c.SurvivorsUnknown)
+				assert.Contains(t, r.stderr, "connection refused, too many open", "the gateway refused nothing")
+				assert.NotContains(t, r.stderr, "too many open files")
+				held, refused := floodCounts(t, r.stdout)
+				assert.LessOrEqual(t, held, 8, "the agent held more connections than its bound")
+				assert.Positive(t, refused)
+			}
+			t.Logf("FIGURE descriptor flood, %s: %d runs, %d agent processes alive after supervise exited, %d of %d certificates written",
+				mode, runs, left, written, runs)
+			require.Zero(t, left, "agent processes outlived supervise")
+		})
+	}
+}
+
+var floodLine = regexp.MustCompile(`flood \S+ held (\d+) refused (\d+)`)
+
+// floodCounts sums what the flooding processes printed.
+func floodCounts(t *testing.T, stdout string) (held, refused int) {
+	lines := floodLine.FindAllStringSubmatch(stdout, -1)
+	require.Len(t, lines, 4, "every flooding process reported: %s", stdout)
+	for _, l := range lines {
+		h, _ := strconv.Atoi(l[1])
+		r, _ := strconv.Atoi(l[2])
+		held, refused = held+h, refused+r
+	}
+	return held, refused
+}
