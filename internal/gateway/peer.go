@@ -76,10 +76,9 @@ func checkPeer(ctx context.Context, gr *Grant) error {
 	return nil
 }
 
-// socketEntry is the inode and the owner's uid of the TCP socket bound to
-// local and connected to remote, from /proc/net/tcp or tcp6 (this network
-// namespace's).
-func socketEntry(local, remote *net.TCPAddr) (inode uint64, uid string, err error) {
+// procNetEntry is socketEntry read from /proc/net/tcp or tcp6 (this
+// network namespace's), the whole table for one socket.
+func procNetEntry(local, remote *net.TCPAddr) (inode uint64, uid string, err error) {
 	file, l, r := "/proc/net/tcp6", hexAddr6(local), hexAddr6(remote)
 	if local.IP.To4() != nil && remote.IP.To4() != nil {
 		file, l, r = "/proc/net/tcp", hexAddr4(local), hexAddr4(remote)
