@@ -6,6 +6,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -202,11 +203,19 @@ func TestFailClosedAtAnyMoment(t *testing.T) {
 
 // Fail closed for the daemon: SIGKILL of a daemon running five agents,
 // each with a child and a child in a session of its own, leaves none of
-// the fifteen processes alive.
+// the fifteen processes alive; and no death goes unrecorded: the next
+// daemon start on the same state writes a certificate for each of the
+// five (trigger_type external, check supervisor_lost, the keeper's kill
+// in its shutdown log) and audits it.
 func TestFailClosedDaemonKilled(t *testing.T) {
 	runs := soakRuns(t, 1)
 	for _, mode := range containmentModes(t) {
 		t.Run(mode, func(t *testing.T) {
+			recorded := 0
+			defer func() {
+				t.Logf("FIGURE deaths recorded, %s: %d SIGKILLs of a daemon with 5 agents, %d of %d certificates written by the next start",
+					mode, runs, recorded, 5*runs)
+			}()
 			for i := range runs {
 				m := fmt.Sprintf("%s-%d", marker(t), i)
 				d := startDaemon(t, "containment: "+mode+"\n")
@@ -221,7 +230,77 @@ func TestFailClosedDaemonKilled(t *testing.T) {
 					"run %d: agent processes outlived the SIGKILLed daemon: %v", i, survivors(m)) {
 					requireNoSurvivors(t, m)
 				}
+				for a := range 5 {
+					require.NoError(t, os.Remove(filepath.Join(d.agents, fmt.Sprintf("a%d.yaml", a))))
+				}
+				d.start()
+				recorded += requireLostCertified(t, filepath.Join(d.state, "certs"), filepath.Join(d.state, "audit.jsonl"),
+					"a0", "a1", "a2", "a3", "a4")
+				d.stop(syscall.SIGTERM)
+				runsLeft, _ := filepath.Glob(filepath.Join(d.state, "runs", "*"))
+				require.Empty(t, runsLeft, "the journal keeps entries of recorded deaths")
 			}
+		})
+	}
+}
+
+// requireLostCertified waits for one supervisor_lost certificate in dir
+// per agent id, each with the keeper's kill and an audit line naming it,
+// and returns how many it found.
+func requireLostCertified(t *testing.T, dir, auditLog string, ids ...string) int {
+	t.Helper()
+	var lost map[string]*certs.Certificate
+	require.Eventually(t, func() bool {
+		lost = map[string]*certs.Certificate{}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+		for _, f := range files {
+			var c certs.Certificate
+			if b, err := os.ReadFile(f); err == nil && json.Unmarshal(b, &c) == nil && c.TriggerCheck == "supervisor_lost" {
+				lost[c.AgentID] = &c
+			}
+		}
+		return len(lost) == len(ids)
+	}, 30*time.Second, 20*time.Millisecond, "certificates of the deaths while hermeskilld was dead: %d of %d", len(lost), len(ids))
+	audit := ""
+	if auditLog != "" {
+		audit = string(mustRead(t, auditLog))
+	}
+	for _, id := range ids {
+		c := lost[id]
+		require.NotNil(t, c, "no certificate for %s", id)
+		assert.Equal(t, certs.TriggerExternal, c.TriggerType)
+		assert.Equal(t, certs.ReachedSigkill, c.Escalation.Reached, "the keeper's kill is recorded: %s", c.TriggerReason)
+		assert.Contains(t, c.TriggerReason, "killed the agent's processes")
+		assert.False(t, c.TerminatedAt.IsZero())
+		assert.NotEmpty(t, stepNames(c))
+		if auditLog != "" {
+			assert.Contains(t, audit, c.CertID, "the death of %s is not in the audit log", id)
+		}
+	}
+	return len(lost)
+}
+
+// supervise SIGKILLed: the keeper kills the agent, and the next supervise
+// with the same state writes its certificate.
+func TestSuperviseKilledDeathRecorded(t *testing.T) {
+	t.Parallel()
+	for _, mode := range containmentModes(t) {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			state := t.TempDir()
+			m := marker(t)
+			h := hkStart(t, nil, "supervise", "--id", "lost-"+mode, "--containment", mode, "--certs-dir", dir,
+				"--state-dir", state, "--", python(t), agent(t, dir, familyAgent), m)
+			// supervise (the marker is on its command line too) and the agent's three
+			require.Eventually(t, func() bool { return len(survivors(m)) == 4 }, 30*time.Second, 10*time.Millisecond)
+			require.NoError(t, h.cmd.Process.Kill())
+			h.wait(t)
+			require.Eventually(t, func() bool { return len(survivors(m)) == 0 }, failClosedBound, 10*time.Millisecond)
+			r := hkRun(t, nil, "supervise", "--id", "next", "--containment", mode, "--certs-dir", dir,
+				"--state-dir", state, "--", "true")
+			require.Zero(t, r.code, r.stderr)
+			requireLostCertified(t, dir, "", "lost-"+mode)
 		})
 	}
 }

@@ -147,7 +147,16 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 		return &exitError{code: exitUsage, err: err}
 	}
 	defer rt.Close()
-	kp, err := startKeeper(rt, cgm, log)
+	// The run journal: should we be SIGKILLed, the next supervise with
+	// the same state writes the agent's certificate from it.
+	stateDir := f.cp.stateDir
+	if stateDir == "" {
+		stateDir = defaultStateDir(certsDir)
+	} else if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
+	}
+	journalDir := filepath.Join(stateDir, "runs")
+	kp, err := startKeeper(rt, cgm, journalDir, log)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -213,18 +222,14 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	}
 	var cp *cpLink
 	if a.ControlPlane != nil {
-		stateDir := f.cp.stateDir
-		if stateDir == "" {
-			stateDir = defaultStateDir(certsDir)
-		} else if abs, err := filepath.Abs(stateDir); err == nil {
-			stateDir = abs
-		}
 		if cp, err = openControlPlane(a.ID, a.ControlPlane, stateDir, log, m); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
 		defer cp.close() // at once on an early return; after finish, nothing
 		rec.Outbox = cp
 	}
+	supervisor.RecoverLost(journalDir, signer, opts.AuditHead, rec.Event, log)
+	opts.JournalDir = journalDir
 	opts.Stdin = os.Stdin
 	if isTerminal(os.Stdin) {
 		// The agent runs in its own process group, so that Ctrl-C reaches
@@ -299,11 +304,11 @@ func exitCode(out supervisor.Outcome, preserve bool) int {
 // hermeskilld die, even by SIGKILL. As the init of a PID namespace (a
 // container's entrypoint) none is needed: the kernel kills the whole
 // namespace when its init dies.
-func startKeeper(rt *procsup.Runtime, cgm *cgroup.Manager, log *zap.Logger) (*keeper.Keeper, error) {
+func startKeeper(rt *procsup.Runtime, cgm *cgroup.Manager, journalDir string, log *zap.Logger) (*keeper.Keeper, error) {
 	if rt.IsPID1() {
 		return nil, nil
 	}
-	kp, err := keeper.Start(keeper.Options{Runtime: rt, Cgroups: cgm, Log: log})
+	kp, err := keeper.Start(keeper.Options{Runtime: rt, Cgroups: cgm, JournalDir: journalDir, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("%w (it kills the agent's processes should hermeskilld die; without it they could outlive a SIGKILL)", err)
 	}

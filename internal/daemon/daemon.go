@@ -69,6 +69,7 @@ type Daemon struct {
 	systemd *client.Client
 
 	certsDir, logsDir, socketsDir, estopFile string
+	journalDir                               string // the run journal (package runjournal)
 
 	// starter starts one run of an agent: startRun, a fake in tests.
 	starter  func(s *slot, a *config.Agent) (agentRun, error)
@@ -116,6 +117,7 @@ func newDaemon(o Options) (*Daemon, error) {
 		stopping: make(chan struct{}),
 		slots:    map[string]*slot{}, files: map[string]string{}, invalid: map[string]string{}, digests: map[string]string{},
 		certsDir:   filepath.Join(cfg.StateDir, "certs"),
+		journalDir: filepath.Join(cfg.StateDir, "runs"),
 		logsDir:    filepath.Join(cfg.StateDir, "logs"),
 		socketsDir: filepath.Join(cfg.RuntimeDir, "agents"),
 		estopFile:  cfg.EstopFile,
@@ -164,6 +166,9 @@ func newDaemon(o Options) (*Daemon, error) {
 		Metrics: o.Metrics, Outbox: o.Outbox, Log: d.log, Stream: d.streamEvent,
 	}
 	supervisor.RecoverCerts(d.certsDir, d.log)
+	// The deaths of the agents of a hermeskilld that was SIGKILLed (its
+	// keeper killed them): certified now, audited, queued.
+	supervisor.RecoverLost(d.journalDir, d.signer, supervisor.AuditHead(d.rec.Audit), d.rec.Event, d.log)
 	if cfg.Gateway.On() {
 		if d.gw, err = gateway.FromConfig(cfg.Gateway, d.log.Named("gateway")); err != nil {
 			return nil, err
@@ -221,7 +226,7 @@ func (d *Daemon) Run(ctx context.Context, services ...Service) error {
 
 	// Before any agent starts: should the daemon die, even by SIGKILL,
 	// the keeper kills every process of every agent.
-	kp, err := keeper.Start(keeper.Options{Runtime: d.rt, Cgroups: d.cgm, Log: d.log})
+	kp, err := keeper.Start(keeper.Options{Runtime: d.rt, Cgroups: d.cgm, JournalDir: d.journalDir, Log: d.log})
 	if err == nil {
 		err = kp.Ready()
 	}
@@ -407,7 +412,7 @@ func (d *Daemon) startRun(s *slot, a *config.Agent) (agentRun, error) {
 	r, err := supervisor.Start(supervisor.Options{
 		Agent: a, Runtime: d.rt, Cgroups: d.cgm, Keeper: d.kp, SocketDir: filepath.Join(d.socketsDir, a.ID),
 		Credential: cred, StdoutSink: logw, StderrSink: logw,
-		CertsDir: d.certsDir, Signer: d.signer, AuditHead: supervisor.AuditHead(d.rec.Audit), HeartbeatRate: rate,
+		CertsDir: d.certsDir, JournalDir: d.journalDir, Signer: d.signer, AuditHead: supervisor.AuditHead(d.rec.Audit), HeartbeatRate: rate,
 		Gateway: d.gw, Poller: d.poller,
 		OnEvent: d.rec.Event, Log: d.log,
 	})

@@ -53,6 +53,8 @@
 //	                                (pid PGID, start time START)
 //	pid N PID START                 a process seen in run N's tree
 //	end N                           run N is over: forget it
+//	journal "DIR"                   after a kill, write what was killed and
+//	                                when into DIR (package runjournal)
 //	disarm                          exit without killing anything
 //
 // START values are proc(5) stat field 22, clock ticks since boot.

@@ -58,7 +58,10 @@ type Options struct {
 	Runtime *procsup.Runtime
 	// Cgroups are reaped should we die; nil without cgroup containment.
 	Cgroups *cgroup.Manager
-	Log     *zap.Logger
+	// JournalDir, when set, receives the keeper's record of what it
+	// killed should we die (package runjournal).
+	JournalDir string
+	Log        *zap.Logger
 	// Exe is the binary to run as the keeper; our own when empty. It must
 	// call Main first thing.
 	Exe string
@@ -253,6 +256,9 @@ func (k *Keeper) spawn() error {
 	if cg := k.o.Cgroups; cg != nil {
 		o := cg.Owner()
 		k.queueLocked(fmt.Sprintf("cgroup %s %d %d %d\n", strconv.Quote(cg.Base()), o.PID, o.Start, o.PIDNS))
+	}
+	if k.o.JournalDir != "" {
+		k.queueLocked(fmt.Sprintf("journal %s\n", strconv.Quote(k.o.JournalDir)))
 	}
 	for _, run := range k.runs {
 		run.replayLocked()

@@ -4,10 +4,12 @@
 package keeper
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +23,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
+	"github.com/hermeskill/hermeskilld/internal/runjournal"
 	"github.com/hermeskill/hermeskilld/internal/testchild"
 	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
@@ -101,6 +104,33 @@ func TestDeathKillsProcessGroupRun(t *testing.T) {
 	k.abandon()
 	dead(t, pids...)
 	require.True(t, testchild.Alive(other.P.PID()), "a process of no guarded run is left alone")
+}
+
+// The keeper journals its kill: when, how many, which runs, for the next
+// hermeskilld start to certify each death (package runjournal).
+func TestDeathJournalled(t *testing.T) {
+	dir := t.TempDir()
+	k, err := Start(Options{Runtime: rt, JournalDir: dir, Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	require.NoError(t, k.Ready())
+	value := "/run/hermeskill/test.journal/notify.sock"
+	_, pids := pgroupRun(t, k, value)
+	before := time.Now()
+	k.abandon()
+	dead(t, pids...)
+	var files []string
+	require.Eventually(t, func() bool {
+		files, _ = filepath.Glob(filepath.Join(dir, "killed.*.json"))
+		return len(files) == 1
+	}, 5*time.Second, 5*time.Millisecond, "no record of the kill in the journal")
+	var rec runjournal.Killed
+	b, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &rec))
+	assert.Equal(t, os.Getpid(), rec.Owner)
+	assert.Equal(t, []string{marker + "=" + value}, rec.Runs)
+	assert.GreaterOrEqual(t, rec.Processes, len(pids)-1, "the main process may die of its parent-death signal first")
+	assert.False(t, rec.At.Before(before.Add(-time.Second)))
 }
 
 // What the keeper must know before a fork reaches it by the time Ready

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
+	"github.com/hermeskill/hermeskilld/internal/runjournal"
 )
 
 // Main runs the keeper and exits when this process was started as one
@@ -73,6 +75,7 @@ type watch struct {
 
 // state is what the keeper was told.
 type state struct {
+	journal string // where the record of the kill goes; "" for none
 	cgroups []cgroupWatch
 	runs    map[uint64]*watch
 	since   uint64 // hermeskilld's start time
@@ -160,11 +163,37 @@ read:
 		fmt.Fprintf(report, "hermeskilld keeper: hermeskilld (pid %d) is gone; killed %d process(es) of its agents and removed %d cgroup(s) in %s\n",
 			owner, killed, len(removed), time.Since(began).Round(time.Millisecond))
 	}
+	// Recorded even when nothing was left to kill (the main processes
+	// died by their parent-death signal first): each run is a death.
+	if killed > 0 || len(removed) > 0 || len(st.runs) > 0 || err != nil {
+		if jerr := st.record(owner, began, killed, removed, err); jerr != nil {
+			fmt.Fprintf(report, "hermeskilld keeper: the kill not journalled: %v\n", jerr)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(report, "hermeskilld keeper: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// record journals the kill, for the next hermeskilld start to write each
+// agent's certificate (package runjournal).
+func (st *state) record(owner int, at time.Time, killed int, removed []string, err error) error {
+	if st.journal == "" {
+		return nil
+	}
+	k := &runjournal.Killed{At: at.UTC(), Owner: owner, Keeper: os.Getpid(), Processes: killed}
+	for _, d := range removed {
+		k.Cgroups = append(k.Cgroups, filepath.Base(d))
+	}
+	for _, w := range st.runs {
+		k.Runs = append(k.Runs, w.key+"="+w.value)
+	}
+	if err != nil {
+		k.Error = err.Error()
+	}
+	return runjournal.WriteKilled(st.journal, k)
 }
 
 // ownerExit is closed when pid exits, as a pidfd says; nil (never closed)
@@ -213,6 +242,12 @@ func (st *state) apply(line string) error {
 		return out, true
 	}
 	switch f[0] {
+	case "journal":
+		dir, err := strconv.Unquote(strings.TrimPrefix(line, "journal "))
+		if err != nil || !filepath.IsAbs(dir) {
+			return bad
+		}
+		st.journal = dir
 	case "cgroup":
 		if len(f) != 5 {
 			return bad

@@ -197,3 +197,5 @@ func dumpSignal(name string) syscall.Signal {
 	}
 	return sig
 }
+
+func (r *Run) journal(st func() runState) { r.journalUpdate(st) }

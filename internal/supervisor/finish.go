@@ -56,6 +56,7 @@ func (r *Run) finish(res *escalate.Result, trigger *symptoms.Symptom, st runStat
 		out.Cert, out.Trigger, out.Killed = c, trigger, trigger != nil
 		out.CertPath, out.CertErr = r.writeCert(c)
 	}
+	r.journalEnd() // its end is recorded now (or printed, when the certificate could not be written)
 	r.log.Info("agent exited", zap.Stringer("status", exit), zap.Int("shell_status", exit.ShellCode()))
 	r.emit(Event{Type: EventExited, Exit: &exit, Time: r.proc.ExitedAt()})
 

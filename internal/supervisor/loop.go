@@ -48,6 +48,9 @@ type effects interface {
 	// poller reads in batches, and a deadline must not be judged before a
 	// heartbeat that arrived in time is seen.
 	readNow()
+	// journal rewrites the run's journal entry when it is due; st is
+	// called only then.
+	journal(st func() runState)
 	emit(Event)
 }
 
@@ -186,6 +189,7 @@ func (l *loop) run() Outcome {
 			ladder = l.act()
 		}
 		l.publish()
+		l.eff.journal(l.runState)
 	}
 }
 

@@ -66,7 +66,11 @@ type Options struct {
 	StdoutSink, StderrSink     io.Writer
 	// CertsDir receives the certificates; Signer signs them when set.
 	CertsDir string
-	Signer   *certs.Signer
+	// JournalDir, when set, holds the run's journal entry while it runs
+	// (package runjournal): should hermeskilld die, the next start writes
+	// the certificate from it.
+	JournalDir string
+	Signer     *certs.Signer
 	// AuditHead, when set, is the audit log's head, carried in each
 	// certificate (audit_anchor): a log cut after the certificate was
 	// delivered no longer reaches it.

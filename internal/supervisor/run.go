@@ -42,6 +42,8 @@ type Run struct {
 
 	sock      *heartbeat.Socket
 	guard     *keeper.Run
+	marker    string        // KEY=VALUE every process of the run inherits (the keeper finds them by it)
+	jrnl      *journalState // nil without Options.JournalDir
 	grant     *gateway.Grant
 	meters    *meterQueue
 	proc      *procsup.Process
@@ -234,6 +236,7 @@ func (r *Run) start() error {
 		// The keeper finds them by the socket every one of them inherits
 		// in its environment.
 		r.guard = o.Keeper.Guard(procsup.EnvSocket, sockPath)
+		r.marker = procsup.EnvSocket + "=" + sockPath
 	}
 	// Before the fork, the keeper must run and have been told this run
 	// (or its cgroups): should we die at any moment from then on, it
@@ -263,6 +266,7 @@ func (r *Run) start() error {
 		tree := r.tree
 		r.grant.SetMembers(func() []int { pids, _ := tree.PIDs(); return pids })
 	}
+	r.journalBegin(runState{agent: a})
 	r.log.Info("agent started", zap.Int("pid", proc.PID()), zap.Strings("command", a.Command),
 		zap.String("containment", r.tree.Mode()), zap.String("socket", sockPath))
 	return nil

@@ -44,6 +44,10 @@ const (
 	// loop, its ladder, its slot in the daemon, the gateway's metering of
 	// its requests). The run is killed in every mode: fail closed.
 	InternalError Check = "internal_error"
+	// SupervisorLost: hermeskilld died (SIGKILL, the OOM killer) while the
+	// agent ran; its keeper killed the agent, and the next start on the
+	// same state wrote the certificate from the run journal.
+	SupervisorLost Check = "supervisor_lost"
 )
 
 // Severity of a symptom.
