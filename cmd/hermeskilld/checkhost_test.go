@@ -155,9 +155,18 @@ for i in range(8):
 	// The socket's directory goes under $XDG_RUNTIME_DIR/hermeskill: one
 	// uid 65534 can reach, whatever the host's /run/hermeskill is.
 	t.Setenv("XDG_RUNTIME_DIR", dir)
+	// What a SIGKILLed run as another user left: its directory and socket.
+	stale := filepath.Join(dir, "hermeskill", "supervise-as-user", "old.999999999")
+	require.NoError(t, os.MkdirAll(filepath.Dir(stale), 0o755))
+	require.NoError(t, os.Mkdir(stale, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(stale, "notify.sock"), nil, 0o600))
+	require.NoError(t, os.Chown(stale, testnobody.UID, testnobody.GID))
 
 	r := hk(t, "supervise", "--config", cfg, "--certs-dir", certsDir, "--", python(t), script)
 	require.Equal(t, 0, r.code, "beating for 2s with a 1s heartbeat timeout: no kill")
+	require.NoDirExists(t, stale, "a SIGKILLed run's socket directory is never removed")
+	left, _ := os.ReadDir(filepath.Dir(stale))
+	require.Empty(t, left, "this run's socket directory was left")
 	require.Contains(t, r.stdout, fmt.Sprintf("ids %d %d\n", testnobody.UID, testnobody.GID))
 	noCert(t, certsDir)
 

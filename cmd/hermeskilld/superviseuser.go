@@ -85,6 +85,7 @@ func userSocketDir(sockDir string, cred *syscall.Credential) (string, error) {
 	if err := os.Chmod(base, 0o711); err != nil {
 		return "", err
 	}
+	heartbeat.RemoveStaleRunDirs(base) // left by SIGKILLed runs
 	if err := config.CheckEnter(cred, base); err != nil {
 		return "", fmt.Errorf("uid %d cannot reach %s: %w (set XDG_RUNTIME_DIR to a directory it can reach, or unset it)", cred.Uid, base, err)
 	}

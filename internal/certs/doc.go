@@ -46,7 +46,14 @@
 //     "external" (died by a signal hermeskilld did not send, e.g. the OOM
 //     killer).
 //   - trigger_check: the check that fired (the stable names of the checks:
-//     heartbeat_timeout, memory, … , manual, internal_error), or "external".
+//     heartbeat_timeout, memory, … , manual, internal_error), "external",
+//     or "supervisor_lost": hermeskilld died (SIGKILL, the OOM killer)
+//     while the agent ran; its keeper killed the agent, and the next start
+//     on the same state wrote this certificate from the run journal
+//     (internal/runjournal). Then triggered_at and terminated_at are the
+//     keeper's kill (or, with no record of it, the journal's last write and
+//     the recovery: the death lies between), exit is unknown (null), and
+//     final_state is as of the journal's last write.
 //   - trigger_reason: one line saying why, with the observed value and the
 //     threshold ("no heartbeat for 30.0s (timeout 30s)").
 //   - operator: who asked for a manual kill (the control socket's caller,

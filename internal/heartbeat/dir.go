@@ -161,6 +161,11 @@ func supervisorBase(xdgRuntime string, euid int, tmp string) string {
 	}
 }
 
+// RemoveStaleRunDirs removes the run directories ("ID.PID", holding at
+// most their socket) in base left by runs that are gone: a SIGKILLed
+// supervise leaves its directory behind. See removeStaleRunDirs.
+func RemoveStaleRunDirs(base string) { removeStaleRunDirs(base, os.Getpid(), processExists) }
+
 // removeStaleRunDirs removes the run directories ("ID.PID") in base whose
 // run is gone: the pid is not self and does not exist, and the directory
 // holds nothing but the socket. A pid that exists is left alone, even
