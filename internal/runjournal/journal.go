@@ -16,7 +16,7 @@
 //
 // Files: AGENT.PID.START.run (an Entry; PID and START are the agent's
 // main process's) and killed.OWNER.NANOS.json (a Killed), both JSON,
-// mode 0600, written atomically and durably. An Entry's "certificate" is
+// mode 0600, written atomically (a Killed also durably; see Write). An Entry's "certificate" is
 // a certificate in the schema of internal/certs: where no hermeskilld
 // ever starts again, `jq .certificate FILE` is the record.
 package runjournal
@@ -117,9 +117,14 @@ func Path(dir, agentID string, mainPID int, mainStart uint64) string {
 	return filepath.Join(dir, fmt.Sprintf("%s.%d.%d%s", agentID, mainPID, mainStart, runExt))
 }
 
-// Write writes e at path, durably.
+// Write writes e at path, atomically (a temporary file renamed over it)
+// but not synced: what it guards against is hermeskilld's death, which
+// loses nothing the kernel was given, and a sync would cost every run's
+// start a few milliseconds. A host crash can lose the entries of the last
+// seconds (the agents die with the host; see docs/security.md).
 func Write(path string, e *Entry) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("run journal: %w", err)
 	}
 	e.UpdatedAt = time.Now().UTC()
@@ -127,7 +132,19 @@ func Write(path string, e *Entry) error {
 	if err != nil {
 		return fmt.Errorf("run journal: %w", err)
 	}
-	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
+	f, err := os.CreateTemp(dir, ".entry-*")
+	if err != nil {
+		return fmt.Errorf("run journal: %w", err)
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
 		return fmt.Errorf("run journal: %w", err)
 	}
 	return nil
@@ -174,6 +191,14 @@ func recoverIn(dir string, fsys procfs.FS, fn func(e *Entry, k *Killed) error) (
 	var killFiles []string
 	for _, de := range ents {
 		name := de.Name()
+		if strings.HasPrefix(name, ".entry-") {
+			// A write cut short by a SIGKILL; one being written now is
+			// younger than a minute.
+			if fi, err := de.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
+				_ = os.Remove(filepath.Join(dir, name))
+			}
+			continue
+		}
 		if !strings.HasPrefix(name, killedPfx) || !strings.HasSuffix(name, ".json") {
 			continue
 		}

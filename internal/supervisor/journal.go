@@ -17,8 +17,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
 
-// journalEvery bounds how often a run's journal entry is rewritten (each
-// write is durable: a file and a directory fsync).
+// journalEvery bounds how often a run's journal entry is rewritten.
 const journalEvery = 10 * time.Second
 
 // journalState is what the run journal knows of a run.
@@ -68,6 +67,9 @@ func (r *Run) journalWrite(st runState, now time.Time) {
 	c := r.baseCertificate(t, st, nil)
 	c.TriggerType = certs.TriggerExternal
 	c.TriggeredAt = time.Time{}
+	// Not the output's tail: up to 128 KiB rewritten every few seconds
+	// per agent, for a death the agent's last words do not explain.
+	c.LastOutput = nil
 	e := &runjournal.Entry{Owner: j.owner, MainStart: r.tree.MainStartTicks(), CertsDir: r.o.CertsDir, Certificate: c}
 	if r.cg != nil {
 		e.Cgroup = filepath.Base(r.cg.Path())
