@@ -48,8 +48,10 @@ type Options struct {
 	// Refusal is written to a connection over a bound before it is
 	// closed; what is written is the caller's protocol (an HTTP response).
 	Refusal func(perPeer bool) []byte
-	// OnRefuse, when set, is called for each refused connection.
-	OnRefuse func(peer string, perPeer bool)
+	// OnRefuse, when set, learns of refused connections, at most once a
+	// second (a flood must not flood the log too): the latest one's peer
+	// and bound, and how many were refused so far.
+	OnRefuse func(peer string, perPeer bool, refused uint64)
 	// Exempt, when set, names peers the total does not bound (root on
 	// the control socket: an operator is never locked out by others'
 	// connections); their own PerPeer still does.
@@ -66,7 +68,8 @@ type Listener struct {
 	open   int
 	byPeer map[string]int
 
-	refused atomic.Uint64
+	refused  atomic.Uint64
+	reported atomic.Int64 // when OnRefuse was last called, Unix nanoseconds
 	// answering holds a token for each refusal being answered.
 	answering chan struct{}
 	answers   sync.WaitGroup
@@ -141,9 +144,12 @@ func (l *Listener) Accept() (net.Conn, error) {
 }
 
 func (l *Listener) refuse(c net.Conn, peer string, perPeer bool) {
-	l.refused.Add(1)
+	n := l.refused.Add(1)
 	if l.o.OnRefuse != nil {
-		l.o.OnRefuse(peer, perPeer)
+		now, last := time.Now().UnixNano(), l.reported.Load()
+		if now-last >= int64(time.Second) && l.reported.CompareAndSwap(last, now) {
+			l.o.OnRefuse(peer, perPeer, n)
+		}
 	}
 	if l.o.Refusal == nil {
 		_ = c.Close()

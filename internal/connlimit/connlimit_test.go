@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,7 +174,9 @@ func TestBounds(t *testing.T) {
 // its request) and closed; a flood of silent ones holds at most
 // `refusing` descriptors, the rest closed unanswered at once.
 func TestSilentRefusals(t *testing.T) {
-	l, addr := listen(t, Options{Total: 1, PerPeer: 1})
+	var reports atomic.Int32
+	l, addr := listen(t, Options{Total: 1, PerPeer: 1,
+		OnRefuse: func(string, bool, uint64) { reports.Add(1) }})
 	serve(t, l)
 	dial(t, addr)
 	require.Eventually(t, func() bool { return l.Open() == 1 }, 5*time.Second, time.Millisecond)
@@ -194,4 +197,5 @@ func TestSilentRefusals(t *testing.T) {
 	}
 	assert.Positive(t, answered)
 	assert.LessOrEqual(t, answered, 2*refusing, "more silent connections were held than the bound")
+	assert.LessOrEqual(t, reports.Load(), int32(2), "the refusals were reported more than once a second")
 }

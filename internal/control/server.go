@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -208,7 +207,6 @@ func (s *Server) Serve(ctx context.Context) error {
 // operators get one. Root is not bounded by the others' connections
 // (only by its own per-user bound): an operator is never locked out.
 func (s *Server) bound(ln net.Listener) net.Listener {
-	var last atomic.Int64
 	l := connlimit.Wrap(ln, connlimit.Options{Total: s.o.MaxConns, PerPeer: s.o.MaxConnsPerUser,
 		Peer: func(c net.Conn) string {
 			if cr, err := peerCred(c); err == nil {
@@ -225,12 +223,9 @@ func (s *Server) bound(ln net.Listener) net.Listener {
 			body, _ := json.Marshal(errorBody{Error: msg})
 			return connlimit.HTTPRefusal(http.StatusServiceUnavailable, append(body, '\n'))
 		},
-		OnRefuse: func(peer string, perPeer bool) {
-			now := time.Now().UnixNano()
-			if prev := last.Load(); now-prev < int64(time.Second) || !last.CompareAndSwap(prev, now) {
-				return
-			}
-			s.log.Warn("control connection refused, too many open", zap.String("uid", peer), zap.Bool("per_user", perPeer))
+		OnRefuse: func(peer string, perPeer bool, refused uint64) {
+			s.log.Warn("control connection refused, too many open", zap.String("uid", peer), zap.Bool("per_user", perPeer),
+				zap.Uint64("refused", refused))
 		},
 	})
 	total, perUser := l.Limits()

@@ -16,7 +16,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -122,7 +121,6 @@ type Gateway struct {
 	cfg       Config
 	log       *zap.Logger
 	ln        net.Listener
-	conns     *connlimit.Listener // ln, bounded
 	srv       *http.Server
 	transport *http.Transport
 	upstreams map[string]*upstream
@@ -223,19 +221,12 @@ func New(cfg Config) (*Gateway, error) {
 // needs no handle to connect), cannot take the descriptors hermeskilld
 // needs to kill and to write certificates.
 func (g *Gateway) bound(ln net.Listener) *connlimit.Listener {
-	var last atomic.Int64
 	l := connlimit.Wrap(ln, connlimit.Options{Total: g.cfg.MaxConns, PerPeer: g.cfg.MaxConnsPerUser,
 		Peer: connPeer, Refusal: tooManyConns,
-		OnRefuse: func(peer string, perPeer bool) {
-			// Once a second at most: a flood must not flood the log too.
-			now := time.Now().UnixNano()
-			if prev := last.Load(); now-prev < int64(time.Second) || !last.CompareAndSwap(prev, now) {
-				return
-			}
+		OnRefuse: func(peer string, perPeer bool, refused uint64) {
 			g.log.Warn("llm gateway: connection refused, too many open", zap.String("peer", peer),
-				zap.Bool("per_user", perPeer), zap.Uint64("refused", g.conns.Refused()))
+				zap.Bool("per_user", perPeer), zap.Uint64("refused", refused))
 		}})
-	g.conns = l
 	total, perUser := l.Limits()
 	g.log.Debug("llm gateway connection bounds", zap.Int("total", total), zap.Int("per_user", perUser))
 	return l

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	// net/http's server lingers 500 ms (rstAvoidanceDelay) after answering
 	// a request whose body it did not read, then the goroutine ends: the
 	// standard library's bounded wait, not a leak of ours.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("net/http.(*conn).closeWriteAndWait"))
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("net/http.(*conn).closeWriteAndWait"))
 }
 
 // Keys of the fake upstreams: they must reach the upstream and nothing
