@@ -61,12 +61,12 @@ test-go:
 # (50 agents, some hostile) with its goroutines, descriptors and memory
 # printed as a curve, and 5 minutes of 50 agents starting and stopping
 # beside a watched agent (400 ms heartbeat timeout) whose longest
-# heartbeat wait is printed, and 20 descriptor floods through the gateway
-# per containment mode. Without the race detector: the figures are
-# the shipped binary's.
+# heartbeat wait is printed, 20 descriptor floods through the gateway per
+# containment mode, and 50 SIGKILLs of supervise beside a traceless
+# escapee. Without the race detector: the figures are the shipped binary's.
 soak:
 	HK_SOAK_RUNS=50 HK_SOAK_DURATION=10m HK_ISOLATION_DURATION=5m HK_EXHAUST_RUNS=20 $(GO) test -count=1 -timeout 60m -v \
-		-run 'TestCooperativeStopNeverLost|TestFailClosedAtAnyMoment|TestFailClosedDaemonKilled|TestSoakDaemonChurn|TestHeartbeatIsolationUnderChurn|TestDescriptorFloodThroughGateway' ./cmd/hermeskilld/
+		-run 'TestCooperativeStopNeverLost|TestFailClosedAtAnyMoment|TestFailClosedDaemonKilled|TestSoakDaemonChurn|TestHeartbeatIsolationUnderChurn|TestDescriptorFloodThroughGateway|TestTracelessEscapeeDiesWithSupervise' ./cmd/hermeskilld/
 
 # The fuzz targets of the parsers that agents, upstreams and files feed
 # (package:target), each fuzzed for FUZZTIME, one `go test -fuzz` at a time

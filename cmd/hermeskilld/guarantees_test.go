@@ -436,3 +436,60 @@ while True:
 	require.NotContains(t, string(mustRead(t, filepath.Join(dir, mustGlob(t, dir)))), secret)
 	require.NotContains(t, string(mustRead(t, log)), secret)
 }
+
+// tracelessAgent starts, after a moment, a grandchild that leaves the
+// agent's process group and session and clears its environment (nothing
+// the keeper could find it by but having been told it was in the tree),
+// prints its pid, and waits.
+const tracelessAgent = `
+import os, subprocess, sys, time
+m = sys.argv[1]
+time.sleep(0.2)
+p = subprocess.Popen(["/bin/sh", "-c", "exec sleep 1000 # " + m + " escapee"], env={}, start_new_session=True)
+print("escapee", p.pid, flush=True)
+while True:
+    time.sleep(1)
+`
+
+// pgroup mode: a traceless escapee of supervise's agent dies with a
+// SIGKILLed supervise once supervise had a moment (its membership watch,
+// every 200 ms) to tell the keeper; at a random moment right after the
+// escape the window is that long (HK_SOAK_RUNS runs print the count).
+func TestTracelessEscapeeDiesWithSupervise(t *testing.T) {
+	t.Parallel()
+	runs := soakRuns(t, 3)
+	early, earlyLeft := 0, 0
+	for i := range runs {
+		dir := t.TempDir()
+		m := fmt.Sprintf("%s-%d", marker(t), i)
+		h := hkStart(t, nil, "supervise", "--id", "traceless", "--containment", "pgroup", "--certs-dir", dir,
+			"--", python(t), agent(t, dir, tracelessAgent), m)
+		f := h.expect(t, `^escapee (\d+)$`)
+		pid, _ := strconv.Atoi(f[1])
+		killAtEnd(t, pid)
+		// Every other run at a random moment inside the watch's window,
+		// the others after it.
+		wait := time.Second
+		if i%2 == 1 {
+			wait = time.Duration(rand.IntN(200)) * time.Millisecond
+			early++
+		}
+		time.Sleep(wait)
+		require.NoError(t, h.cmd.Process.Kill())
+		h.wait(t)
+		deadline := time.Now().Add(failClosedBound)
+		for pidAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		gone := !pidAlive(pid)
+		if i%2 == 1 {
+			if !gone {
+				earlyLeft++ // counted, not failed: the window is the stated limit
+			}
+			continue
+		}
+		require.True(t, gone, "run %d: the escapee outlived supervise's SIGKILL %s after its escape", i, wait)
+	}
+	t.Logf("FIGURE traceless escapee, pgroup: %d runs killed 1 s after the escape, 0 survived; %d at a random moment within 200 ms, %d survived",
+		runs-early, early, earlyLeft)
+}

@@ -30,6 +30,7 @@ const streamWait = 2 * time.Second
 func (r *Run) finish(res *escalate.Result, trigger *symptoms.Symptom, st runState) Outcome {
 	exit := r.proc.Status()
 	terminated := time.Now()
+	r.stopWatch()
 	r.waitStreams()
 
 	out := Outcome{Exit: exit}

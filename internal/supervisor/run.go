@@ -40,19 +40,22 @@ type Run struct {
 	log  *zap.Logger
 	host string
 
-	sock      *heartbeat.Socket
-	guard     *keeper.Run
-	marker    string        // KEY=VALUE every process of the run inherits (the keeper finds them by it)
-	jrnl      *journalState // nil without Options.JournalDir
-	grant     *gateway.Grant
-	meters    *meterQueue
-	proc      *procsup.Process
-	tree      *procsup.Tree
-	treeReady chan struct{}
-	cg        *cgroup.Group
-	stdout    *stream
-	stderr    *stream
-	sampler   sampler
+	sock   *heartbeat.Socket
+	guard  *keeper.Run
+	marker string        // KEY=VALUE every process of the run inherits (the keeper finds them by it)
+	jrnl   *journalState // nil without Options.JournalDir
+	// watchStop ends the membership watch (process-group runs with a
+	// keeper); watchDone is closed once it has.
+	watchStop, watchDone chan struct{}
+	grant                *gateway.Grant
+	meters               *meterQueue
+	proc                 *procsup.Process
+	tree                 *procsup.Tree
+	treeReady            chan struct{}
+	cg                   *cgroup.Group
+	stdout               *stream
+	stderr               *stream
+	sampler              sampler
 
 	// Touched only from the loop goroutine (through effects).
 	killID      string         // the kill's event id, once decided: the certificate's id
@@ -258,6 +261,12 @@ func (r *Run) start() error {
 	r.tree = procsup.NewTree(o.Runtime, proc, procsup.TreeOptions{AgentID: a.ID, Cgroup: r.cg, Exclusive: o.Exclusive,
 		OnMember: r.guard.Member})
 	r.guard.Spawned(proc.PID(), r.tree.MainStartTicks())
+	if r.cg == nil && r.guard != nil && o.Exclusive {
+		// supervise only: the daemon's many trees would keep its scanner
+		// busy (they share it); there the samples tell the keeper.
+		r.watchStop, r.watchDone = make(chan struct{}), make(chan struct{})
+		go r.watchMembers()
+	}
 	r.sock.SetMainPID(proc.PID())
 	if r.grant != nil {
 		// The handle is good only from the run's own processes: any
@@ -386,4 +395,37 @@ func (r *Run) emit(e Event) {
 		e.PID = r.proc.PID()
 	}
 	r.o.OnEvent(e)
+}
+
+// memberWatch is how often a process-group run's tree is listed for the
+// keeper. Without a cgroup the keeper finds a process that left the
+// agent's group and session and cleared its environment only by having
+// been told it was in the tree: the samples (every few seconds when idle)
+// would leave it that long unknown, free to outlive a SIGKILL of
+// hermeskilld.
+const memberWatch = 200 * time.Millisecond
+
+// watchMembers lists the tree every memberWatch until watchStop; each new
+// member reaches the keeper (Tree's OnMember, Run.Member).
+func (r *Run) watchMembers() {
+	defer close(r.watchDone)
+	t := time.NewTicker(memberWatch)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.watchStop:
+			return
+		case <-t.C:
+			_, _ = r.tree.PIDs()
+		}
+	}
+}
+
+// stopWatch ends the membership watch, if any.
+func (r *Run) stopWatch() {
+	if r.watchStop != nil {
+		close(r.watchStop)
+		<-r.watchDone
+		r.watchStop = nil
+	}
 }
