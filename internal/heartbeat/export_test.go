@@ -11,6 +11,6 @@ const (
 
 // The parts of SupervisorDir, for the external tests.
 var (
-	SupervisorBase     = supervisorBase
-	RemoveStaleRunDirs = removeStaleRunDirs
+	SupervisorBase       = supervisorBase
+	RemoveStaleRunDirsOf = removeStaleRunDirs
 )

@@ -58,7 +58,7 @@ func TestRemoveStaleRunDirs(t *testing.T) {
 	defer bound.Close()
 	kept = append(kept, other)
 
-	heartbeat.RemoveStaleRunDirs(base, self, func(pid int) bool { return pid == live })
+	heartbeat.RemoveStaleRunDirsOf(base, self, func(pid int) bool { return pid == live })
 	for _, p := range gone {
 		assert.NoDirExists(t, p)
 	}
