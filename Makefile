@@ -86,7 +86,8 @@ FUZZ_TARGETS := \
 	internal/gateway:FuzzToolCallAssembly internal/gateway:FuzzToolCallIndexes \
 	internal/gateway:FuzzStreamMeters internal/gateway:FuzzParseRequest \
 	internal/config:FuzzParseAgent internal/config:FuzzParseDaemon \
-	internal/certs:FuzzCertParse internal/certs:FuzzCertKey
+	internal/certs:FuzzCertParse internal/certs:FuzzCertKey \
+	internal/procfs:FuzzJoinCmdline
 test-fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=./$${t%%:*}/ fn=$${t#*:}; \
