@@ -15,10 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hermeskill/hermeskilld/internal/config"
-	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/daemon"
-	"github.com/hermeskill/hermeskilld/internal/metrics"
-	"github.com/hermeskill/hermeskilld/internal/outbox"
 )
 
 const defaultDaemonConfig = "/etc/hermeskill/hermeskilld.yaml"
@@ -57,51 +54,11 @@ listens and pings the watchdog from its main loop.`,
 			// A long-lived process of many small, similar agents: trade a
 			// little GC CPU for a heap that stays near its live size.
 			debug.SetGCPercent(50)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			opts := daemon.Options{Config: cfg, ConfigPath: path, Version: versionString(), Log: lg}
-			m := newMetrics(cfg.Metrics.AgentLabelLimit)
-			opts.Metrics = m
-			var link *outbox.Link
-			if cp := cfg.ControlPlane; cp != nil {
-				link, err = outbox.FromConfig(cp, cfg.StateDir, lg, func(s outbox.Stats) {
-					m.SetOutbox(s.Pending, s.Parked, s.Delivered, s.Failures)
-					m.SetOutboxRejected(s.Rejected)
-				})
-				if err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
-				defer link.Close()
-				opts.Outbox = link.Outbox // only when set: a nil *Outbox in the interface is not nil
-			}
-			d, err := daemon.New(opts)
+			d, err := daemon.New(daemon.Options{Config: cfg, ConfigPath: path, Version: versionString(), Log: lg})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			m.SetSource(d.MetricsSamples)
-			m.SetAuditSource(d.AuditLosses)
-			// Services are the daemon's: it runs them and stops them in
-			// its shutdown, after the control server, before the agents
-			// (a certificate of the shutdown waits in the durable outbox
-			// for the next start).
-			var services []daemon.Service
-			if cfg.Metrics.Listen != "" {
-				services = append(services, daemon.Service{Name: "metrics", Run: func(ctx context.Context) error {
-					return m.Serve(ctx, cfg.Metrics.Listen)
-				}})
-			}
-			if link != nil {
-				services = append(services, daemon.Service{Name: "control plane", Run: func(ctx context.Context) error {
-					return link.Run(ctx, d.AgentIDs, func(ctx context.Context, id, reason, op string) error {
-						_, err := d.Kill(ctx, control.KillRequest{ID: id, Reason: reason, Operator: op})
-						return err
-					}, func(ctx context.Context, id, reason, op string) error {
-						_, err := d.Revoke(ctx, control.RevokeRequest{ID: id, Reason: reason, Operator: op})
-						return err
-					})
-				}})
-			}
-			if err := d.Run(ctx, services...); err != nil {
+			if err := d.Run(context.Background()); err != nil {
 				lg.Error("daemon", zap.Error(err))
 				return &exitError{code: exitFailure}
 			}
@@ -112,15 +69,6 @@ listens and pings the watchdog from its main loop.`,
 	c.Flags().StringVar(&log.format, "log-format", "json", "console or json")
 	c.Flags().StringVar(&log.level, "log-level", "info", "debug, info, warn or error")
 	return c
-}
-
-// newMetrics makes the Prometheus registry; agent_label_limit 0 in the
-// config means no per-agent series (metrics takes -1 for that).
-func newMetrics(limit int) *metrics.Metrics {
-	if limit == 0 {
-		limit = -1
-	}
-	return metrics.New(metrics.Options{AgentLabelLimit: limit})
 }
 
 func newCheckConfig() *cobra.Command {

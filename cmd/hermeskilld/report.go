@@ -9,6 +9,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/display"
+	"github.com/hermeskill/hermeskilld/internal/outbox"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 )
 
@@ -18,11 +19,11 @@ import (
 // a control plane whether it was delivered or is left queued), and where
 // shadow certificates went. delivery is nil without a control plane; with
 // one and no kill line, what it says gets a line of its own.
-func report(w io.Writer, a *config.Agent, out supervisor.Outcome, delivery *cpSummary) {
+func report(w io.Writer, a *config.Agent, out supervisor.Outcome, delivery *outbox.Summary) {
 	for _, p := range out.ShadowCerts {
 		fmt.Fprintf(w, "hermeskilld: shadow mode: agent %s would have been killed; certificate: %s\n", a.ID, p)
 	}
-	cp := delivery.text()
+	cp := delivery.String()
 	c := out.Cert
 	if c == nil {
 		if cp != "" {

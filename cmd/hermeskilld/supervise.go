@@ -20,17 +20,13 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/hermeskill/hermeskilld/internal/audit"
 	"github.com/hermeskill/hermeskilld/internal/certs"
-	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
-	"github.com/hermeskill/hermeskilld/internal/containment"
-	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
-	"github.com/hermeskill/hermeskilld/internal/keeper"
+	"github.com/hermeskill/hermeskilld/internal/host"
 	"github.com/hermeskill/hermeskilld/internal/metrics"
+	"github.com/hermeskill/hermeskilld/internal/outbox"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
-	"github.com/hermeskill/hermeskilld/internal/recorder"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
@@ -123,14 +119,6 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	}
 	defer log.Sync() //nolint:errcheck // stderr
 
-	cgm, err := containment.Choose(f.containment, log, containment.Terminal)
-	if err != nil {
-		return &exitError{code: exitUsage, err: fmt.Errorf("--containment %s: %w", f.containment, err)}
-	}
-	certsDir := f.certsDir
-	if certsDir == "" {
-		certsDir = certs.DefaultDir()
-	}
 	sockDir, err := heartbeat.SupervisorDir(a.ID)
 	if errors.Is(err, heartbeat.ErrPathTooLong) {
 		err = fmt.Errorf("%w; set XDG_RUNTIME_DIR to a shorter directory or use a shorter --id", err)
@@ -138,149 +126,155 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	cred, sockDir, err := superviseUser(a, sockDir) // the file's user: (superviseuser.go)
+	cred, sockDir, err := host.RunAs(a, sockDir) // the file's user:
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	rt, err := procsup.NewRuntime(procsup.Options{})
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	defer rt.Close()
-	// The run journal: should we be SIGKILLed, the next supervise with
-	// the same state writes the agent's certificate from it.
-	stateDir := f.cp.stateDir
-	if stateDir == "" {
-		stateDir = defaultStateDir(certsDir)
-	} else if abs, err := filepath.Abs(stateDir); err == nil {
-		stateDir = abs
-	}
-	journalDir := filepath.Join(stateDir, "runs")
-	kp, err := startKeeper(rt, cgm, journalDir, log)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	defer kp.Close() // a clean exit disarms it (idempotent)
-
-	// Stop signals are caught before the agent starts, so none is lost.
+	// Stop signals are caught before anything starts, so none is lost.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT,
 		syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT)
 	// No signal.Stop: it waits for the signal goroutine to be idle (half a
 	// millisecond of every exit), and the process ends with this run.
 
-	var signer *certs.Signer
-	if f.signingKey != "" {
-		if signer, err = certs.LoadSigner(f.signingKey); err != nil {
-			return &exitError{code: exitUsage, err: fmt.Errorf("--signing-key: %w", err)}
-		}
+	h, err := host.Open(f.hostOptions(a, log))
+	if err != nil {
+		return &exitError{code: exitUsage, err: f.settingError(err)}
 	}
-	supervisor.RecoverCerts(certsDir, log)
-	rec := &recorder.Recorder{Log: log}
-	opts := supervisor.Options{
-		Agent: a, Runtime: rt, Cgroups: cgm, Exclusive: true, Keeper: kp, SocketDir: sockDir, Credential: cred,
-		CertsDir: certsDir, Signer: signer, Log: log, OnEvent: rec.Event, HeartbeatRate: config.DefaultHeartbeatRate,
+	defer h.Close()
+	one := host.NewOneRun(a.ID, log)
+	if err := h.Start(one); err != nil {
+		return &exitError{code: exitUsage, err: f.settingError(err)}
 	}
-	if a.Gateway.On() {
-		gw, err := gateway.FromConfig(a.Gateway, log.Named("gateway"))
-		if err != nil {
-			return &exitError{code: exitUsage, err: err}
-		}
-		defer gw.Close()
-		go func() {
-			if err := gw.Serve(context.Background()); err != nil {
-				log.Error("gateway", zap.Error(err))
-			}
-		}()
-		opts.Gateway = gw
-		log.Info("LLM gateway", zap.String("listen", gw.Addr()), zap.Strings("upstreams", a.Gateway.Upstreams))
-	}
-	if f.auditLog != "" {
-		ao := audit.Options{}
-		if signer != nil {
-			ao.Signer = signer
-		}
-		l, err := audit.Open(f.auditLog, ao)
-		if err != nil {
-			return &exitError{code: exitUsage, err: fmt.Errorf("--audit-log: %w", err)}
-		}
-		rec.Audit = audit.NewAsync(l, 4096, func(err error) { log.Error("audit log", zap.Error(err)) })
-		defer rec.Audit.Close()
-		opts.AuditHead = supervisor.AuditHead(rec.Audit)
-	}
-	var m *metrics.Metrics
-	if f.metricsListen != "" {
-		m = newMetrics(1)
-		rec.Metrics = m
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			if err := m.Serve(ctx, f.metricsListen); err != nil {
-				log.Error("metrics endpoint", zap.Error(err))
-			}
-		}()
-	}
-	var cp *cpLink
-	if a.ControlPlane != nil {
-		if cp, err = openControlPlane(a.ID, a.ControlPlane, stateDir, log, m); err != nil {
-			return &exitError{code: exitUsage, err: err}
-		}
-		defer cp.close() // at once on an early return; after finish, nothing
-		rec.Outbox = cp
-	}
-	supervisor.RecoverLost(journalDir, signer, opts.AuditHead, rec.Event, log)
-	opts.JournalDir = journalDir
-	opts.Stdin = os.Stdin
-	if isTerminal(os.Stdin) {
-		// The agent runs in its own process group, so that Ctrl-C reaches
-		// hermeskilld; a background group cannot read the terminal.
-		opts.Stdin = nil
-	}
-	if isTerminal(os.Stdout) {
-		opts.StdoutDirect = os.Stdout
-	} else {
-		opts.StdoutSink = os.Stdout
-	}
-	if isTerminal(os.Stderr) {
-		opts.StderrDirect = os.Stderr
-	} else {
-		opts.StderrSink = os.Stderr
-	}
+	opts := h.RunOptions(a)
+	opts.SocketDir, opts.Credential, opts.HeartbeatRate = sockDir, cred, config.DefaultHeartbeatRate
+	setStdio(&opts)
 	r, err := supervisor.Start(opts)
 	if err != nil {
-		_ = kp.Close()
+		h.CloseKeeper()
 		var se *procsup.StartError
 		if errors.As(err, &se) {
 			return &exitError{code: se.Code, err: se}
 		}
 		return &exitError{code: exitUsage, err: err}
 	}
-	if cp != nil {
-		cp.run.Store(r)
-	}
-	if m != nil && rec.Audit != nil {
-		m.SetAuditSource(func() (uint64, uint64) { return rec.Audit.Failed(), rec.Audit.Dropped() })
-	}
-	if m != nil {
-		m.SetSource(func() []metrics.AgentSample {
+	one.Set(r)
+	if h.Metrics != nil {
+		h.Metrics.SetSource(func() []metrics.AgentSample {
 			st := r.Status()
-			return []metrics.AgentSample{metrics.SampleOf(a.ID, st.State, &st, opts.Gateway != nil)}
+			return []metrics.AgentSample{metrics.SampleOf(a.ID, st.State, &st, h.Gateway != nil)}
 		})
 	}
 	go relaySignals(sigs, r, log)
 	out := r.Wait()
-	if err := kp.Close(); err != nil {
-		log.Warn("keeper", zap.Error(err))
-	}
-	var delivery *cpSummary
-	if cp != nil {
-		delivery = cp.finish(f.cp.flushTimeout, sigs)
-	}
+	h.CloseKeeper()
+	ctx, cancel := context.WithTimeout(context.Background(), f.cp.flushTimeout)
+	defer cancel()
+	go cancelOnStop(ctx, cancel, sigs, log)
+	delivery := h.Finish(ctx)
 	report(c.ErrOrStderr(), a, out, delivery)
 	if code := exitCode(out, f.preserveStatus); code != 0 {
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// hostOptions are the services of this run's host, from the flags and
+// the agent.
+func (f *superviseFlags) hostOptions(a *config.Agent, log *zap.Logger) host.Options {
+	o := host.Options{
+		Kind: host.One, Log: log, Containment: f.containment,
+		StateDir: f.stateDir(), CertsDir: f.certsDirOrDefault(), SigningKey: f.signingKey, AuditLog: f.auditLog,
+		Gateway: a.Gateway, ControlPlane: a.ControlPlane, MetricsListen: f.metricsListen,
+	}
+	if f.metricsListen != "" {
+		o.Metrics = host.MetricsOptions(1)
+	}
+	return o
+}
+
+// certsDirOrDefault is --certs-dir, or its default.
+func (f *superviseFlags) certsDirOrDefault() string {
+	if f.certsDir == "" {
+		return certs.DefaultDir()
+	}
+	return f.certsDir
+}
+
+// stateDir is --state-dir, absolute, or its default: the run journal and
+// the outbox are there, so that should we be SIGKILLed the next supervise
+// with the same state writes the agent's certificate and delivers what is
+// queued.
+func (f *superviseFlags) stateDir() string {
+	if f.cp.stateDir == "" {
+		return defaultStateDir(f.certsDirOrDefault())
+	}
+	if abs, err := filepath.Abs(f.cp.stateDir); err == nil {
+		return abs
+	}
+	return f.cp.stateDir
+}
+
+// settingError words a host's error for the flag it came from.
+func (f *superviseFlags) settingError(err error) error {
+	var he *host.Error
+	if !errors.As(err, &he) {
+		return err
+	}
+	switch he.Service {
+	case host.Containment:
+		return fmt.Errorf("--containment %s: %w", f.containment, he.Err)
+	case host.Signer:
+		return fmt.Errorf("--signing-key: %w", he.Err)
+	case host.Audit:
+		return fmt.Errorf("--audit-log: %w", he.Err)
+	case host.ControlPlane:
+		if errors.Is(he.Err, outbox.ErrLocked) {
+			return fmt.Errorf("%w: another hermeskilld delivers from --state-dir %s; give each concurrent supervise a state directory of its own",
+				he.Err, f.stateDir())
+		}
+	}
+	return he.Err
+}
+
+// setStdio gives the agent supervise's standard streams: a terminal as
+// is, anything else through a pipe (its tail kept for the certificate).
+func setStdio(o *supervisor.Options) {
+	o.Stdin = os.Stdin
+	if isTerminal(os.Stdin) {
+		// The agent runs in its own process group, so that Ctrl-C reaches
+		// hermeskilld; a background group cannot read the terminal.
+		o.Stdin = nil
+	}
+	if isTerminal(os.Stdout) {
+		o.StdoutDirect = os.Stdout
+	} else {
+		o.StdoutSink = os.Stdout
+	}
+	if isTerminal(os.Stderr) {
+		o.StderrDirect = os.Stderr
+	} else {
+		o.StderrSink = os.Stderr
+	}
+}
+
+// cancelOnStop cuts the wait for the control plane short at a stop
+// signal, until ctx ends.
+func cancelOnStop(ctx context.Context, cancel context.CancelFunc, sigs <-chan os.Signal, log *zap.Logger) {
+	for {
+		select {
+		case s := <-sigs:
+			switch s {
+			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT:
+				log.Warn("stop signal received; not waiting for the control plane any longer",
+					zap.String("signal", config.SignalName(s.(syscall.Signal))))
+				cancel()
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // exitKilledClean is the status of an automatic kill that the agent
@@ -298,21 +292,6 @@ func exitCode(out supervisor.Outcome, preserve bool) int {
 		return exitKilledClean
 	}
 	return code
-}
-
-// startKeeper starts the keeper that kills the agent's processes should
-// hermeskilld die, even by SIGKILL. As the init of a PID namespace (a
-// container's entrypoint) none is needed: the kernel kills the whole
-// namespace when its init dies.
-func startKeeper(rt *procsup.Runtime, cgm *cgroup.Manager, journalDir string, log *zap.Logger) (*keeper.Keeper, error) {
-	if rt.IsPID1() {
-		return nil, nil
-	}
-	kp, err := keeper.Start(keeper.Options{Runtime: rt, Cgroups: cgm, JournalDir: journalDir, Log: log})
-	if err != nil {
-		return nil, fmt.Errorf("%w (it kills the agent's processes should hermeskilld die; without it they could outlive a SIGKILL)", err)
-	}
-	return kp, nil
 }
 
 // relaySignals turns signals to hermeskilld into a manual kill (the first

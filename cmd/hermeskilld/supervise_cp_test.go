@@ -5,14 +5,12 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -309,35 +307,4 @@ func TestSuperviseControlPlaneRefusals(t *testing.T) {
 		require.NoError(t, h.cmd.Process.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, h.wait(t).code)
 	})
-}
-
-// The control plane's part of the exit line, case by case.
-func TestControlPlaneSummaryText(t *testing.T) {
-	full := errors.New("outbox full")
-	for _, tc := range []struct {
-		name string
-		s    *cpSummary
-		want string
-	}{
-		{"none", nil, ""},
-		{"nothing happened", &cpSummary{}, ""},
-		{"delivered", &cpSummary{own: 1, ownDelivered: 1}, "certificate delivered to the control plane"},
-		{"queued", &cpSummary{own: 1, ownPending: 1, pending: 3},
-			"certificate queued for the control plane (3 undelivered, will be retried by the next run using /s)"},
-		{"shadow, mixed", &cpSummary{own: 3, ownDelivered: 1, ownPending: 1, ownParked: 1, pending: 1},
-			"3 certificates for the control plane: 1 delivered, 1 queued (1 undelivered, will be retried by the next run using /s), 1 refused; refused by the control plane: see /s/outbox/parked"},
-		{"not queued", &cpSummary{notQueued: []error{full}}, "certificate not queued for the control plane (outbox full); only in the certificates directory"},
-		{"earlier delivered", &cpSummary{own: 1, ownDelivered: 1, earlierDelivered: 2},
-			"certificate delivered to the control plane; 2 certificates of earlier runs delivered to the control plane"},
-		{"earlier still queued", &cpSummary{pending: 1},
-			"1 certificate of an earlier run still queued for the control plane (1 undelivered, will be retried by the next run using /s)"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.s != nil {
-				tc.s.stateDir, tc.s.outboxDir = "/s", "/s/outbox"
-			}
-			require.Equal(t, tc.want, tc.s.text())
-			require.False(t, strings.Contains(tc.s.text(), "\n"))
-		})
-	}
 }

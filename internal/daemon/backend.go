@@ -17,6 +17,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/host"
 	"github.com/hermeskill/hermeskilld/internal/metrics"
 	"github.com/hermeskill/hermeskilld/internal/rotlog"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
@@ -27,7 +28,7 @@ var _ control.Backend = (*Daemon)(nil)
 // Info is GET /v1/info.
 func (d *Daemon) Info() control.DaemonInfo {
 	mode := "pgroup"
-	if d.cgm != nil {
+	if d.h.Cgroups != nil {
 		mode = "cgroup"
 	}
 	return control.DaemonInfo{Version: d.o.Version, PID: os.Getpid(), StartedAt: d.started.UTC(),
@@ -278,20 +279,13 @@ func (d *Daemon) agentLog(id string) (*rotlog.Writer, error) {
 	return rotlog.Open(filepath.Join(d.logsDir, id+".log"), lo.MaxBytes, lo.Keep)
 }
 
-// AuditLosses is what the audit log lost since the daemon started: events
-// whose append failed, and events dropped on a full queue (for
-// metrics.SetAuditSource).
-func (d *Daemon) AuditLosses() (failed, dropped uint64) {
-	return d.rec.Audit.Failed(), d.rec.Audit.Dropped()
-}
-
 // MetricsSamples is the per-agent state the metrics collector reads at
 // each scrape.
 func (d *Daemon) MetricsSamples() []metrics.AgentSample {
 	var out []metrics.AgentSample
 	for _, s := range d.sortedSlots() {
 		info, st := s.info()
-		out = append(out, metrics.SampleOf(info.ID, info.State, st, d.gw != nil))
+		out = append(out, metrics.SampleOf(info.ID, info.State, st, d.h.Gateway != nil))
 	}
 	return out
 }
@@ -304,4 +298,22 @@ func (d *Daemon) AgentIDs() []string {
 		ids = append(ids, s.id)
 	}
 	return ids
+}
+
+// directives are the control plane's kill and revoke directives, acted on
+// as an operator's kill and revoke are.
+type directives struct{ d *Daemon }
+
+var _ host.Directives = directives{}
+
+func (x directives) AgentIDs() []string { return x.d.AgentIDs() }
+
+func (x directives) Kill(ctx context.Context, id, reason, operator string) error {
+	_, err := x.d.Kill(ctx, control.KillRequest{ID: id, Reason: reason, Operator: operator})
+	return err
+}
+
+func (x directives) Revoke(ctx context.Context, id, reason, operator string) error {
+	_, err := x.d.Revoke(ctx, control.RevokeRequest{ID: id, Reason: reason, Operator: operator})
+	return err
 }

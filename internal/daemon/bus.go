@@ -74,7 +74,7 @@ func noteSuffix(note string) string {
 }
 
 func (d *Daemon) audit(ev audit.Event) {
-	if !d.rec.Audit.Append(ev) {
+	if !d.h.Recorder.Audit.Append(ev) {
 		d.log.Error("audit queue full; event not recorded")
 	}
 }

@@ -12,6 +12,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -23,16 +24,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hermeskill/hermeskilld/internal/audit"
-	"github.com/hermeskill/hermeskilld/internal/certs"
-	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
-	"github.com/hermeskill/hermeskilld/internal/containment"
 	"github.com/hermeskill/hermeskilld/internal/control"
-	"github.com/hermeskill/hermeskilld/internal/gateway"
-	"github.com/hermeskill/hermeskilld/internal/heartbeat"
-	"github.com/hermeskill/hermeskilld/internal/keeper"
-	"github.com/hermeskill/hermeskilld/internal/procsup"
-	"github.com/hermeskill/hermeskilld/internal/recorder"
+	"github.com/hermeskill/hermeskilld/internal/host"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/pkg/client"
 )
@@ -43,10 +37,6 @@ type Options struct {
 	ConfigPath string
 	Version    string
 	Log        *zap.Logger
-	// Recorder sinks other than the audit log (metrics, outbox) are added
-	// by the caller; the daemon adds its audit log and event stream.
-	Metrics recorder.Observer
-	Outbox  recorder.Outbox
 	// OnReady runs once the control socket listens (tests use it).
 	OnReady func()
 }
@@ -57,19 +47,12 @@ type Daemon struct {
 	log     *zap.Logger
 	started time.Time
 
-	rt      *procsup.Runtime
-	cgm     *cgroup.Manager
-	kp      *keeper.Keeper
-	poller  *heartbeat.Poller // reads every agent's socket
-	gw      *gateway.Gateway  // nil without a gateway section
-	signer  *certs.Signer
+	h       *host.Host // containment, runtime, keeper, records, gateway, control plane
 	held    *held
-	rec     *recorder.Recorder
 	bus     *bus
 	systemd *client.Client
 
 	certsDir, logsDir, socketsDir, estopFile string
-	journalDir                               string // the run journal (package runjournal)
 
 	// starter starts one run of an agent: startRun, a fake in tests.
 	starter  func(s *slot, a *config.Agent) (agentRun, error)
@@ -90,34 +73,28 @@ type Daemon struct {
 	digests map[string]string // agent file -> content digest last applied
 }
 
-// New prepares the daemon: directories, containment, keys, audit log and
-// the persisted quarantine. Nothing is started yet.
+// New prepares the daemon: directories, the persisted quarantine, and its
+// host (containment, the runtime and the keeper, keys, the audit log, the
+// gateway, the control plane's outbox; package host). No agent is started
+// yet.
 func New(o Options) (*Daemon, error) {
-	d, err := newDaemon(o)
+	d, err := newDaemon(o, false)
 	if err != nil {
 		return nil, err
 	}
 	d.hostCheck = checkAgentHost
-	if d.cgm, err = containment.Choose(d.cfg.Containment, d.log, containment.Service); err != nil {
-		return nil, fmt.Errorf("containment %s: %w", d.cfg.Containment, err)
-	}
-	if d.rt, err = procsup.NewRuntime(procsup.Options{PollWait: true}); err != nil {
-		return nil, err
-	}
 	return d, nil
 }
 
-// newDaemon is New without what touches processes (containment, the
-// runtime): directories, the persisted quarantine, keys, the audit log.
-// The daemon's tests start agents through a fake starter.
-func newDaemon(o Options) (*Daemon, error) {
+// newDaemon is New; with noProcesses its host has no containment, runtime
+// or keeper (the daemon's tests start agents through a fake starter).
+func newDaemon(o Options, noProcesses bool) (*Daemon, error) {
 	cfg := o.Config
 	d := &Daemon{
 		o: o, log: o.Log, cfg: cfg, started: time.Now(),
 		stopping: make(chan struct{}),
 		slots:    map[string]*slot{}, files: map[string]string{}, invalid: map[string]string{}, digests: map[string]string{},
 		certsDir:   filepath.Join(cfg.StateDir, "certs"),
-		journalDir: filepath.Join(cfg.StateDir, "runs"),
 		logsDir:    filepath.Join(cfg.StateDir, "logs"),
 		socketsDir: filepath.Join(cfg.RuntimeDir, "agents"),
 		estopFile:  cfg.EstopFile,
@@ -148,36 +125,36 @@ func newDaemon(o Options) (*Daemon, error) {
 	if d.held, err = loadHeld(filepath.Join(cfg.StateDir, "held.json")); err != nil {
 		return nil, err
 	}
-	if cfg.SigningKey != "" {
-		if d.signer, err = certs.LoadSigner(cfg.SigningKey); err != nil {
-			return nil, fmt.Errorf("signing_key: %w", err)
-		}
-	}
-	ao := audit.Options{MaxBytes: cfg.Audit.MaxBytes, Keep: cfg.Audit.Keep}
-	if d.signer != nil {
-		ao.Signer = d.signer
-	}
-	al, err := audit.Open(filepath.Join(cfg.StateDir, "audit.jsonl"), ao)
+	d.h, err = host.Open(host.Options{
+		Kind: host.Many, Log: d.log, Containment: cfg.Containment, NoProcesses: noProcesses,
+		StateDir: cfg.StateDir, CertsDir: d.certsDir, SigningKey: cfg.SigningKey,
+		AuditLog: filepath.Join(cfg.StateDir, "audit.jsonl"), AuditRotate: audit.Options{MaxBytes: cfg.Audit.MaxBytes, Keep: cfg.Audit.Keep},
+		Gateway: cfg.Gateway, Metrics: host.MetricsOptions(cfg.Metrics.AgentLabelLimit), MetricsListen: cfg.Metrics.Listen,
+		ControlPlane: cfg.ControlPlane, Stream: d.streamEvent,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
+		return nil, settingError(cfg, err)
 	}
-	d.rec = &recorder.Recorder{
-		Audit:   audit.NewAsync(al, 1<<14, func(err error) { d.log.Error("audit log", zap.Error(err)) }),
-		Metrics: o.Metrics, Outbox: o.Outbox, Log: d.log, Stream: d.streamEvent,
-	}
-	supervisor.RecoverCerts(d.certsDir, d.log)
-	// The deaths of the agents of a hermeskilld that was SIGKILLed (its
-	// keeper killed them): certified now, audited, queued.
-	supervisor.RecoverLost(d.journalDir, d.signer, supervisor.AuditHead(d.rec.Audit), d.rec.Event, d.log)
-	if cfg.Gateway.On() {
-		if d.gw, err = gateway.FromConfig(cfg.Gateway, d.log.Named("gateway")); err != nil {
-			return nil, err
-		}
-		d.log.Info("LLM gateway: every agent's LLM traffic goes through it", zap.String("listen", d.gw.Addr()),
-			zap.Strings("upstreams", cfg.Gateway.Upstreams))
-	}
+	d.h.Metrics.SetSource(d.MetricsSamples)
 	d.systemd, _ = client.FromEnv() // our own supervisor (systemd); a no-op without one
 	return d, nil
+}
+
+// settingError words a host's error for the daemon file's setting.
+func settingError(cfg *config.Daemon, err error) error {
+	var he *host.Error
+	if !errors.As(err, &he) {
+		return err
+	}
+	switch he.Service {
+	case host.Containment:
+		return fmt.Errorf("containment %s: %w", cfg.Containment, he.Err)
+	case host.Signer:
+		return fmt.Errorf("signing_key: %w", he.Err)
+	case host.Audit:
+		return fmt.Errorf("audit log: %w", he.Err)
+	}
+	return he.Err
 }
 
 // ControlSocket is where the control API listens.
@@ -185,14 +162,6 @@ func (d *Daemon) ControlSocket() string { return filepath.Join(d.cfg.RuntimeDir,
 
 // CertsDir is where certificates are written.
 func (d *Daemon) CertsDir() string { return d.certsDir }
-
-// heartbeatBatch is how often the daemon reads its agents' sockets: one
-// batch for every agent instead of a thread woken per heartbeat (with a
-// thousand agents at 1 Hz, those wake-ups were most of the daemon's CPU).
-// Heartbeats keep their arrival time and a deadline reads what has
-// arrived before it is judged, so detection is not delayed; other
-// messages (READY, PROGRESS, STATUS…) are seen up to this much later.
-const heartbeatBatch = 100 * time.Millisecond
 
 // Service is work the daemon runs for its whole life beside its agents
 // (the outbox's delivery, the control plane's directive poller, the
@@ -218,48 +187,29 @@ func (d *Daemon) Run(ctx context.Context, services ...Service) error {
 	// Listen before any agent starts: a second daemon on the same
 	// runtime_dir fails here, not after it started agents twice.
 	if err := srv.Listen(); err != nil {
+		_ = d.h.Close()
 		return err
 	}
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(context.Background()) }()
 	stopServer := func() error { _ = srv.Close(); return <-srvErr }
 
-	// Before any agent starts: should the daemon die, even by SIGKILL,
-	// the keeper kills every process of every agent.
-	kp, err := keeper.Start(keeper.Options{Runtime: d.rt, Cgroups: d.cgm, JournalDir: d.journalDir, Log: d.log})
-	if err == nil {
-		err = kp.Ready()
-	}
-	if err != nil {
+	// Before any agent starts: the keeper is ready (should the daemon
+	// die, even by SIGKILL, it kills every process of every agent), the
+	// heartbeat poller, the gateway and the control plane run.
+	if err := d.h.Start(directives{d}); err != nil {
 		_ = stopServer()
-		return err
-	}
-	d.kp = kp
-	if d.poller, err = heartbeat.NewPoller(heartbeatBatch); err != nil {
-		_ = kp.Close()
-		_ = stopServer()
+		_ = d.h.Close()
 		return err
 	}
 	w, err := d.watch()
 	if err != nil {
-		_ = d.poller.Close()
-		_ = kp.Close()
 		_ = stopServer()
+		_ = d.h.Close()
 		return err
 	}
 	defer w.Close()
 
-	gwDone := make(chan struct{})
-	if d.gw != nil {
-		go func() {
-			defer close(gwDone)
-			if err := d.gw.Serve(context.Background()); err != nil {
-				d.log.Error("gateway", zap.Error(err))
-			}
-		}()
-	} else {
-		close(gwDone)
-	}
 	svcCtx, stopServices := context.WithCancel(context.Background())
 	var svcs sync.WaitGroup
 	for _, sv := range services {
@@ -270,12 +220,7 @@ func (d *Daemon) Run(ctx context.Context, services ...Service) error {
 		})
 	}
 	stop := func(why string) error {
-		err := d.shutdown(why, stopServer, func() { stopServices(); svcs.Wait() })
-		if d.gw != nil {
-			_ = d.gw.Close() // after the agents: their ladders revoke their grants
-			<-gwDone
-		}
-		return err
+		return d.shutdown(why, stopServer, func() { d.h.StopServices(); stopServices(); svcs.Wait() })
 	}
 
 	if _, err := os.Stat(d.estopFile); err == nil {
@@ -340,8 +285,9 @@ func (d *Daemon) watchdogTicker() *time.Ticker {
 // the control server (no new operator request; one still running gets
 // its grace), the services (no new directive from the control plane), the
 // agents in parallel through their ladders and what they started (e-stop
-// kills), the keeper, and last the audit log, which everything before may
-// still write to. (The event stream ends with the control server.)
+// kills), and last the host (host.Close: the gateway, the poller, the
+// keeper, the audit log, which everything before may still write to).
+// (The event stream ends with the control server.)
 func (d *Daemon) shutdown(why string, stopServer func() error, stopServices func()) error {
 	d.log.Info("daemon stopping: every agent goes through the ladder", zap.String("why", why))
 	d.systemd.Stopping()
@@ -364,16 +310,7 @@ func (d *Daemon) shutdown(why string, stopServer func() error, stopServices func
 		<-s.done
 	}
 	d.tasks.Wait()
-	if d.poller != nil {
-		if err := d.poller.Close(); err != nil {
-			d.log.Warn("heartbeat poller", zap.Error(err))
-		}
-	}
-	if err := d.kp.Close(); err != nil {
-		d.log.Warn("keeper", zap.Error(err))
-	}
-	d.rt.Close()
-	err := d.rec.Audit.Close()
+	err := d.h.Close()
 	d.log.Info("daemon stopped")
 	return err
 }
@@ -409,13 +346,10 @@ func (d *Daemon) startRun(s *slot, a *config.Agent) (agentRun, error) {
 	d.mu.Lock()
 	rate := d.cfg.HeartbeatRate
 	d.mu.Unlock()
-	r, err := supervisor.Start(supervisor.Options{
-		Agent: a, Runtime: d.rt, Cgroups: d.cgm, Keeper: d.kp, SocketDir: filepath.Join(d.socketsDir, a.ID),
-		Credential: cred, StdoutSink: logw, StderrSink: logw,
-		CertsDir: d.certsDir, JournalDir: d.journalDir, Signer: d.signer, AuditHead: supervisor.AuditHead(d.rec.Audit), HeartbeatRate: rate,
-		Gateway: d.gw, Poller: d.poller,
-		OnEvent: d.rec.Event, Log: d.log,
-	})
+	o := d.h.RunOptions(a)
+	o.SocketDir, o.Credential, o.HeartbeatRate = filepath.Join(d.socketsDir, a.ID), cred, rate
+	o.StdoutSink, o.StderrSink = logw, logw
+	r, err := supervisor.Start(o)
 	if err != nil {
 		logw.Close()
 		return nil, err

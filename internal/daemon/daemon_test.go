@@ -110,7 +110,7 @@ func newTestDaemonIn(t *testing.T, root string) (*Daemon, *fakes) {
 		filepath.Join(root, "hk.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(cfg.AgentsDir, 0o755))
-	d, err := newDaemon(Options{Config: cfg, Log: zaptest.NewLogger(t)})
+	d, err := newDaemon(Options{Config: cfg, Log: zaptest.NewLogger(t)}, true)
 	require.NoError(t, err)
 	f := &fakes{runs: map[string][]*fakeRun{}, fail: map[string]error{}}
 	d.starter = f.start
@@ -122,7 +122,7 @@ func newTestDaemonIn(t *testing.T, root string) (*Daemon, *fakes) {
 			}
 			<-s.done
 		}
-		_ = d.rec.Audit.Close()
+		_ = d.h.Close()
 	})
 	return d, f
 }

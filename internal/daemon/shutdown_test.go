@@ -17,7 +17,6 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/keeper"
-	"github.com/hermeskill/hermeskilld/internal/procsup"
 )
 
 func TestMain(m *testing.M) {
@@ -30,10 +29,6 @@ func TestMain(m *testing.M) {
 // audit log, and Run returns once every agent and service is stopped.
 func TestControlRequestsThroughShutdown(t *testing.T) {
 	d, f := newTestDaemon(t)
-	rt, err := procsup.NewRuntime(procsup.Options{})
-	require.NoError(t, err)
-	t.Cleanup(rt.Close)
-	d.rt = rt
 	for i := range 5 {
 		writeAgent(t, d, fmt.Sprintf("a%d", i), "")
 	}

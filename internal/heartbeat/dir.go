@@ -108,6 +108,47 @@ func SupervisorDir(id string) (string, error) {
 // directory.
 const supervisorSubdir = "supervise"
 
+// userSubdir is the directory, beside supervise's own in the runtime
+// directory, of the socket directories of agents that run as another
+// user: ours, mode 0711, so that each agent reaches its own directory
+// (0700, its user's, made by PrepareDir) by name and lists none.
+const userSubdir = "supervise-as-user"
+
+// UserSupervisorDir is the socket directory, instead of SupervisorDir's
+// dir, of a run whose agent is another user: the same name ("ID.PID") in
+// the runtime directory's "supervise-as-user", which is created (0711)
+// when missing and must be a real directory of ours. As in PrepareDir the
+// check and the chmod go through one descriptor opened with O_NOFOLLOW. The
+// run directories that SIGKILLed runs left in it are removed. Whether the
+// agent's user may reach it through every directory above is the caller's
+// to check (config.CheckEnter on the returned base).
+//
+// Errors: those of PrepareDir for the base, or sockpath.ErrTooLong
+// (wrapped).
+func UserSupervisorDir(dir string) (run, base string, err error) {
+	base = filepath.Join(filepath.Dir(filepath.Dir(dir)), userSubdir)
+	if err := os.Mkdir(base, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", "", err
+	}
+	fd, st, err := openDir(base)
+	if err != nil {
+		return "", "", err
+	}
+	defer unix.Close(fd)
+	if owner := int(st.Uid); owner != os.Geteuid() {
+		return "", "", fmt.Errorf("%s is owned by uid %d: %w", base, owner, ErrUnsafeDir)
+	}
+	if err := unix.Fchmod(fd, 0o711); err != nil {
+		return "", "", &os.PathError{Op: "chmod", Path: base, Err: err}
+	}
+	removeStaleRunDirs(base, os.Getpid(), processExists)
+	run = filepath.Join(base, filepath.Base(dir))
+	if err := sockpath.Check(filepath.Join(run, SocketName)); err != nil {
+		return "", "", err
+	}
+	return run, base, nil
+}
+
 // openDir opens dir itself, never a symbolic link in its place, and
 // stats it through the descriptor.
 func openDir(dir string) (int, unix.Stat_t, error) {
@@ -160,11 +201,6 @@ func supervisorBase(xdgRuntime string, euid int, tmp string) string {
 		return filepath.Join(tmp, "hermeskill-"+strconv.Itoa(euid))
 	}
 }
-
-// RemoveStaleRunDirs removes the run directories ("ID.PID", holding at
-// most their socket) in base left by runs that are gone: a SIGKILLed
-// supervise leaves its directory behind. See removeStaleRunDirs.
-func RemoveStaleRunDirs(base string) { removeStaleRunDirs(base, os.Getpid(), processExists) }
 
 // removeStaleRunDirs removes the run directories ("ID.PID") in base whose
 // run is gone: the pid is not self and does not exist, and the directory
