@@ -258,5 +258,5 @@ func atNextStart(old, nc *config.Daemon) []string {
 func (s *slot) isRemoved() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.removed
+	return s.life.removed
 }

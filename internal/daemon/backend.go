@@ -119,7 +119,7 @@ func (d *Daemon) Status(id string) (control.AgentStatus, error) {
 			st.Pending[i] = p + " changes at the next start"
 		}
 	}
-	st.LastExit, st.LastCert, st.ConfigError = s.lastExit, s.lastCert, s.configErr
+	st.LastExit, st.LastCert, st.ConfigError = s.life.lastExit, s.lastCert, s.configErr
 	s.mu.Unlock()
 	if run != nil {
 		st.Run = wireRun(*run)

@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
@@ -78,33 +77,6 @@ func (s *slot) notifyStartersLocked(r agentRun, err error) {
 	s.starters = nil
 }
 
-// afterStopLocked decides what follows a run an operator stopped: for a
-// restart, a start at once; otherwise the restart policy, as after any
-// exit (a stop is not a crash-loop reset: the history stays). It returns
-// the note for the event stream and whether the agent starts again now.
-func (s *slot) afterStopLocked(a *config.Agent, out supervisor.Outcome, ran time.Duration, stop *operatorStop) (string, bool) {
-	s.lastExit += "; stopped by " + stop.operator
-	if stop.reason != "" {
-		s.lastExit += ": " + stop.reason
-	}
-	if stop.restart {
-		s.exited, s.failed, s.retryAt = false, "", time.Time{}
-		return "restarting (by " + stop.operator + ")", true
-	}
-	switch {
-	case a.Restart.Policy == config.RestartAlways,
-		a.Restart.Policy == config.RestartOnFailure && out.Exit.ShellCode() != 0:
-		s.scheduleLocked(a, ran)
-		if s.failed != "" {
-			return s.lastExit + "; " + s.failed, false
-		}
-		return s.lastExit + "; restart policy " + string(a.Restart.Policy) + " restarts it", false
-	default:
-		s.exited = true
-		return s.lastExit, false
-	}
-}
-
 // slotFor is the slot of an agent, or ErrNotFound.
 func (d *Daemon) slotFor(id string) (*slot, error) {
 	d.mu.Lock()
@@ -161,8 +133,7 @@ func (s *slot) opStop(ctx context.Context, stop *operatorStop, wait bool) (contr
 		defer s.mu.Unlock()
 		state, note := s.stateLocked()
 		if state == control.StateBackoff {
-			s.retryAt, s.exited = time.Time{}, true
-			s.lastExit += "; restart cancelled by " + stop.operator
+			s.stepLocked(event{kind: evStopped, by: stop.operator})
 			state, note = s.stateLocked()
 			s.log.Info("pending restart cancelled by an operator's stop", zap.String("operator", stop.operator))
 			s.d.publishState(s.id, state, note)
@@ -171,7 +142,7 @@ func (s *slot) opStop(ctx context.Context, stop *operatorStop, wait bool) (contr
 		}
 		return control.ActionResult{}, fmt.Errorf("%w: agent %s is not running (%s)", control.ErrConflict, s.id, state)
 	}
-	if s.killedBy != nil || s.removed || s.shutdown {
+	if s.killedBy != nil || s.life.phase.ending() {
 		s.mu.Unlock()
 		return control.ActionResult{}, fmt.Errorf("%w: agent %s is already being killed", control.ErrConflict, s.id)
 	}
@@ -223,33 +194,40 @@ func (s *slot) opStart(ctx context.Context, operator string) (control.ActionResu
 		s.mu.Unlock()
 		return control.ActionResult{}, fmt.Errorf("%w: agent %s is already running (pid %d)", control.ErrConflict, s.id, pid)
 	}
-	var why string
-	switch s.blockedLocked() {
-	case "", control.StateExited, control.StateFailed:
-	case control.StateQuarantined:
-		why = "it is quarantined; `hermeskilld release " + s.id + "` lets it start"
-	case control.StateEstopped:
-		why = "the e-stop holds every agent; `hermeskilld release --estop` ends it"
-	case control.StateRevoked:
-		r, _ := s.d.held.revokedFor(s.id, s.cfg.Labels)
-		why = "revocation " + r.Rule + " holds it; `hermeskilld revocations lift " + r.Rule + "` ends it"
-	case control.StateInvalid:
-		why = "its agent file is invalid"
-	default:
-		why = "its agent file was removed"
-	}
-	if why != "" {
+	if why := s.cannotStartLocked(); why != "" {
 		s.mu.Unlock()
 		return control.ActionResult{}, fmt.Errorf("%w: agent %s cannot start: %s", control.ErrConflict, s.id, why)
 	}
-	s.failed, s.exited = "", false
-	s.restarts, s.retryAt = restarts{}, time.Time{}
+	s.stepLocked(event{kind: evReleased})
 	started := make(chan startOutcome, 1)
 	s.starters = append(s.starters, started)
 	s.mu.Unlock()
 	s.log.Info("operator start", zap.String("operator", operator))
 	s.poke()
 	return s.awaitStart(ctx, started)
+}
+
+// cannotStartLocked names what an operator's start may not lift: the
+// end of the slot, or a hold from outside ("" when it may start).
+func (s *slot) cannotStartLocked() string {
+	switch {
+	case s.life.phase.ending() && s.life.removed:
+		return "its agent file was removed"
+	case s.life.phase.ending():
+		return "hermeskilld is shutting down"
+	}
+	switch hold, _ := s.holdLocked(); hold {
+	case control.StateQuarantined:
+		return "it is quarantined; `hermeskilld release " + s.id + "` lets it start"
+	case control.StateEstopped:
+		return "the e-stop holds every agent; `hermeskilld release --estop` ends it"
+	case control.StateRevoked:
+		r, _ := s.d.held.revokedFor(s.id, s.cfg.Labels)
+		return "revocation " + r.Rule + " holds it; `hermeskilld revocations lift " + r.Rule + "` ends it"
+	case control.StateInvalid:
+		return "its agent file is invalid"
+	}
+	return ""
 }
 
 // awaitStart waits for the slot's next start (bounded by startWait).

@@ -22,9 +22,10 @@ import (
 
 // slot is one agent of the daemon across its runs: it starts the agent,
 // waits for the run to end, and decides what comes next (restart with
-// backoff, quarantine, crash-loop failure, staying down). One goroutine
-// per slot runs that loop; the other methods only change its state under
-// mu and wake it.
+// backoff, quarantine, crash-loop failure, staying down). Its phase and
+// what comes next are decided by next (phase.go) alone; one goroutine per
+// slot runs the loop and applies them, and the other methods apply the
+// events they bring under mu and wake it.
 type slot struct {
 	d   *Daemon
 	id  string
@@ -34,30 +35,23 @@ type slot struct {
 	done chan struct{}
 
 	mu        sync.Mutex
+	life      life // the phase; changed only through stepLocked
 	file      string
 	cfg       *config.Agent // what the running (or next) run uses
 	next      *config.Agent // takes effect at the next start
 	pending   []string      // what changes at the next start
 	configErr string        // the file is invalid; cfg is the last good one
-	run       agentRun
+	run       agentRun      // the live run (phaseRunning, phaseStopping)
 	started   time.Time
-	restarts  restarts // for the backoff and the crash-loop limit
-	retryAt   time.Time
-	failed    string // crash-loop: why it is left down
-	exited    bool   // exited and the policy does not restart it
-	removed   bool   // its file is gone: stop and end
-	shutdown  bool   // the daemon is stopping
-	// who removed or shut down, and why: for a run that was starting then
-	endBy, endWhy string
-	lastExit      string
-	lastCert      string
-	runs          int
-	waiters       []chan control.KillResult
-	killedBy      *control.Quarantine // a manual kill in flight
-	revoking      bool                // that kill is a standing revocation's
-	stopBy        *operatorStop       // an operator's stop or restart in flight
-	starters      []chan startOutcome // operators waiting for the next start
-	logw          io.Closer           // the run's output log
+	lastCert  string
+	runs      int
+	// How the live run is being ended, and who waits for it.
+	waiters  []chan control.KillResult
+	killedBy *control.Quarantine // a manual kill in flight
+	revoking bool                // that kill is a standing revocation's
+	stopBy   *operatorStop       // an operator's stop or restart in flight
+	starters []chan startOutcome // operators waiting for the next start
+	logw     io.Closer           // the run's output log
 }
 
 func newSlot(d *Daemon, a *config.Agent) *slot {
@@ -92,31 +86,25 @@ func (s *slot) serve() (ended bool) {
 	}()
 	for {
 		s.mu.Lock()
-		if s.removed || s.shutdown {
-			s.mu.Unlock()
+		act := s.stepLocked(event{kind: evWake})
+		s.mu.Unlock()
+		if act.end {
 			return true
 		}
-		blocked := s.blockedLocked() != ""
-		delay := time.Until(s.retryAt)
-		s.mu.Unlock()
-		if blocked || delay > 0 {
-			s.sleep(blocked, delay)
+		if !act.start {
+			s.sleep(act.wait)
 			continue
 		}
-		r := s.start()
+		r, act := s.start()
 		if r == nil {
 			continue
 		}
 		cur = r
 		fault.Inject(fault.Slot, s.id)
-		// A stopFor that came while the run was starting found none to
-		// stop: stop this one, or the slot would wait on it for ever (and
-		// the daemon's shutdown with it). Killing twice is harmless.
-		s.mu.Lock()
-		ending, by, why := s.removed || s.shutdown, s.endBy, s.endWhy
-		s.mu.Unlock()
-		if ending {
-			r.Kill(by, why)
+		// Removed or shut down while it was starting: the stop found no
+		// run to stop, so this one is stopped now (next decides).
+		if act.kill {
+			r.Kill(act.killBy, act.killWhy)
 		}
 		<-r.Done()
 		s.ended(r.Wait())
@@ -126,6 +114,32 @@ func (s *slot) serve() (ended bool) {
 			s.logw = nil
 		}
 	}
+}
+
+// stepLocked applies ev to the slot's life (next decides) and does what
+// is done under s.mu: the log lines of a restart decision, the quarantine
+// persisted. It returns the actions left to the caller.
+func (s *slot) stepLocked(ev event) actions {
+	if ev.now.IsZero() {
+		ev.now = time.Now()
+	}
+	hold, _ := s.holdLocked()
+	var act actions
+	s.life, act = next(s.life, ev, facts{id: s.id, agent: s.cfg, hold: hold})
+	if act.scheduled {
+		if s.life.phase == phaseFailed {
+			s.log.Error("agent left down", zap.String("reason", s.life.failed))
+		} else {
+			s.log.Info("agent restarts after a backoff", zap.Duration("backoff", time.Until(s.life.retryAt)),
+				zap.Int("restarts", len(s.life.restarts.at)))
+		}
+	}
+	if q := act.quarantine; q != nil {
+		if err := s.d.held.quarantine(s.id, q.Reason, q.Operator); err != nil {
+			s.log.Error("quarantine not persisted", zap.Error(err))
+		}
+	}
+	return act
 }
 
 // failer is a run that can be killed for an internal error
@@ -151,21 +165,21 @@ func (s *slot) recovered(e *fault.Error, r agentRun) {
 		s.log.Error("the agent's slot is left as it was: its lock is held")
 		return
 	}
+	ev := event{kind: evPanicked, why: "internal error (" + e.Component + "): " + e.Panic + "; release the agent to start it again"}
 	if r != nil && s.run == r {
-		out := r.Wait()
+		ev.out, ev.hadRun = r.Wait(), true
 		s.run = nil
-		s.lastExit = out.Exit.String()
-		if out.CertPath != "" {
-			s.lastCert = out.CertPath
+		if ev.out.CertPath != "" {
+			s.lastCert = ev.out.CertPath
 		}
 	}
-	s.failed = "internal error (" + e.Component + "): " + e.Panic + "; release the agent to start it again"
-	s.killedBy, s.stopBy = nil, nil
+	s.stepLocked(ev)
+	s.killedBy, s.revoking, s.stopBy = nil, false, nil
 	for _, w := range s.waiters {
 		w <- control.KillResult{ID: s.id, Error: "internal error"}
 	}
 	s.waiters = nil
-	s.notifyStartersLocked(nil, fmt.Errorf("%w: not started again: %s", control.ErrConflict, s.failed))
+	s.notifyStartersLocked(nil, fmt.Errorf("%w: not started again: %s", control.ErrConflict, ev.why))
 	if s.logw != nil {
 		s.logw.Close()
 		s.logw = nil
@@ -175,11 +189,11 @@ func (s *slot) recovered(e *fault.Error, r agentRun) {
 	s.d.publishState(s.id, state, note)
 }
 
-// sleep waits for a wake-up, the end of the backoff delay (unless
-// blocked), or the daemon stopping.
-func (s *slot) sleep(blocked bool, delay time.Duration) {
+// sleep waits for a wake-up, the end of the backoff delay (0: none), or
+// the daemon stopping.
+func (s *slot) sleep(delay time.Duration) {
 	var timerC <-chan time.Time
-	if !blocked {
+	if delay > 0 {
 		t := time.NewTimer(delay)
 		defer t.Stop()
 		timerC = t.C
@@ -191,34 +205,29 @@ func (s *slot) sleep(blocked bool, delay time.Duration) {
 	}
 }
 
-// blockedLocked names why the agent must not start now ("" when it may).
-func (s *slot) blockedLocked() string {
-	switch {
-	case s.removed:
-		return "removed"
-	case s.d.estopped():
-		return control.StateEstopped
-	case s.cfg == nil:
-		return control.StateInvalid
+// holdLocked is what holds the agent down from outside, and why: the
+// e-stop, an invalid file never applied, a standing revocation, a
+// quarantine, in that order ("" when nothing does).
+func (s *slot) holdLocked() (hold, note string) {
+	if q, ok := s.d.held.estop(); ok {
+		return control.StateEstopped, q.Reason
 	}
-	if _, ok := s.d.held.revokedFor(s.id, s.cfg.Labels); ok {
-		return control.StateRevoked
+	if s.cfg == nil {
+		return control.StateInvalid, s.configErr
 	}
-	if _, ok := s.d.held.quarantined(s.id); ok {
-		return control.StateQuarantined
+	if r, ok := s.d.held.revokedFor(s.id, s.cfg.Labels); ok {
+		return control.StateRevoked, fmt.Sprintf("rule %s: %s", r.Rule, r.Reason)
 	}
-	switch {
-	case s.failed != "":
-		return control.StateFailed
-	case s.exited:
-		return control.StateExited
+	if q, ok := s.d.held.quarantined(s.id); ok {
+		return control.StateQuarantined, q.Reason
 	}
-	return ""
+	return "", ""
 }
 
-// start starts one run; on failure to start it schedules a retry as the
-// restart policy says and returns nil.
-func (s *slot) start() agentRun {
+// start starts one run and returns it with what follows its start (a
+// kill, when the slot was removed or shut down meanwhile); on failure to
+// start it returns nil, next having decided on a retry or not.
+func (s *slot) start() (agentRun, actions) {
 	s.mu.Lock()
 	if s.next != nil {
 		s.cfg, s.next, s.pending = s.next, nil, nil
@@ -230,64 +239,30 @@ func (s *slot) start() agentRun {
 	defer s.mu.Unlock()
 	s.notifyStartersLocked(r, err)
 	if err != nil {
-		s.lastExit = "failed to start: " + err.Error()
 		s.log.Error("agent failed to start", zap.Error(err))
 		var se *procsup.StartError
-		if errors.As(err, &se) || a.Restart.Policy != config.RestartNever {
-			s.scheduleLocked(a, 0)
-		} else {
-			s.exited = true
-		}
-		s.d.publishState(s.id, "start_failed", s.lastExit)
-		return nil
+		act := s.stepLocked(event{kind: evStartFailed, why: err.Error(), startError: errors.As(err, &se)})
+		s.d.publishState(s.id, act.publish, act.note)
+		return nil, act
 	}
 	s.run, s.started = r, time.Now()
 	s.runs++
-	s.d.publishState(s.id, control.StateRunning, fmt.Sprintf("started, pid %d", r.PID()))
-	return r
+	act := s.stepLocked(event{kind: evStarted, pid: r.PID()})
+	s.d.publishState(s.id, act.publish, act.note)
+	return r, act
 }
 
-// ended decides what follows a run.
+// ended applies the end of the live run: next decides what follows, and
+// those waiting for the end (and the start after) are told.
 func (s *slot) ended(out supervisor.Outcome) {
 	s.mu.Lock()
-	a, ran := s.cfg, time.Since(s.started)
+	ev := event{kind: evRunEnded, out: out, ran: time.Since(s.started), manual: s.killedBy, revoking: s.revoking, stop: s.stopBy}
 	s.run = nil
-	s.lastExit = out.Exit.String()
 	if out.CertPath != "" {
 		s.lastCert = out.CertPath
 	}
-	manual := s.killedBy
-	s.killedBy = nil
-	stop := s.stopBy
-	s.stopBy = nil
-	defer func() { s.revoking = false }()
-	note := s.lastExit
-	restarting := false
-	switch {
-	case s.removed || s.shutdown:
-	case s.d.estopped():
-		note = "stopped by the e-stop"
-	case s.revoking && s.heldByRuleLocked():
-		note = "revoked: " + manual.Reason // the rule keeps it down, not a quarantine
-	case stop != nil && manual == nil && stop.endedRun(out):
-		note, restarting = s.afterStopLocked(a, out, ran, stop)
-	case out.Killed && (manual != nil || a.AfterKill == config.AfterKillQuarantine):
-		q := control.Quarantine{Reason: quarantineReason(out), Operator: ""}
-		if manual != nil {
-			q = *manual
-		}
-		if err := s.d.held.quarantine(s.id, q.Reason, q.Operator); err != nil {
-			s.log.Error("quarantine not persisted", zap.Error(err))
-		}
-		note = "quarantined: " + q.Reason
-	case out.Killed: // after_kill: restart
-		s.scheduleLocked(a, ran)
-	case a.Restart.Policy == config.RestartAlways,
-		a.Restart.Policy == config.RestartOnFailure && out.Exit.ShellCode() != 0:
-		s.scheduleLocked(a, ran)
-	default:
-		s.exited = true
-	}
+	s.killedBy, s.revoking, s.stopBy = nil, false, nil
+	act := s.stepLocked(ev)
 	res := control.KillResult{ID: s.id, Certificate: out.CertPath}
 	if out.Killed {
 		res.Reached = string(out.Reached)
@@ -296,70 +271,24 @@ func (s *slot) ended(out supervisor.Outcome) {
 		w <- res
 	}
 	s.waiters = nil
-	if !restarting {
-		s.notifyStartersLocked(nil, fmt.Errorf("%w: not started again: %s", control.ErrConflict, note))
+	if !act.restarting {
+		s.notifyStartersLocked(nil, fmt.Errorf("%w: not started again: %s", control.ErrConflict, act.note))
 	}
 	state, _ := s.stateLocked()
 	s.mu.Unlock()
-	s.d.publishState(s.id, state, note)
+	s.d.publishState(s.id, state, act.note)
 }
 
-func quarantineReason(out supervisor.Outcome) string {
-	if out.Cert == nil {
-		return "killed"
-	}
-	return fmt.Sprintf("killed by %s: %s", out.Cert.TriggerCheck, out.Cert.TriggerReason)
-}
-
-// scheduleLocked plans a restart (restarts.next decides).
-func (s *slot) scheduleLocked(a *config.Agent, ran time.Duration) {
-	var failed string
-	s.restarts, s.retryAt, failed = s.restarts.next(a.Restart, s.id, ran, time.Now())
-	if failed != "" {
-		s.failed = failed
-		s.log.Error("agent left down", zap.String("reason", s.failed))
-		return
-	}
-	s.log.Info("agent restarts after a backoff", zap.Duration("backoff", time.Until(s.retryAt)),
-		zap.Int("restarts", len(s.restarts.at)))
-}
-
-// stateLocked is the slot's state and a note for `ps`.
+// stateLocked is the slot's state and a note for `ps` (published).
 func (s *slot) stateLocked() (state, note string) {
+	v := view{now: time.Now(), pending: s.pending, configErr: s.configErr}
 	if s.run != nil {
-		st := s.run.Status().State
-		note = ""
-		if len(s.pending) > 0 {
-			note = "at next start: " + joinComma(s.pending)
-		}
-		if s.configErr != "" {
-			note = "config error (running the last good config): " + s.configErr
-		}
-		return st, note
+		v.run = s.run.Status().State
 	}
-	switch b := s.blockedLocked(); b {
-	case control.StateRevoked:
-		r, _ := s.d.held.revokedFor(s.id, s.cfg.Labels)
-		return b, fmt.Sprintf("rule %s: %s", r.Rule, r.Reason)
-	case control.StateQuarantined:
-		q, _ := s.d.held.quarantined(s.id)
-		return b, q.Reason
-	case control.StateEstopped:
-		q, _ := s.d.held.estop()
-		return b, q.Reason
-	case control.StateFailed:
-		return b, s.failed
-	case control.StateInvalid:
-		return b, s.configErr
-	case control.StateExited:
-		return b, s.lastExit
-	case "removed":
-		return control.StateStopping, "agent file removed"
+	if !s.life.phase.live() {
+		v.hold, v.holdNote = s.holdLocked()
 	}
-	if time.Until(s.retryAt) > 0 {
-		return control.StateBackoff, fmt.Sprintf("%s; restarts in %s", s.lastExit, time.Until(s.retryAt).Round(time.Second))
-	}
-	return control.StateStarting, ""
+	return published(s.life, v)
 }
 
 // kill stops the running agent through the ladder as a manual kill; the
@@ -394,13 +323,6 @@ func (s *slot) kill(ctx context.Context, operator, reason string, wait bool) con
 	}
 }
 
-// heldByRuleLocked reports whether a standing revocation keeps the agent
-// from starting (s.mu held).
-func (s *slot) heldByRuleLocked() bool {
-	_, ok := s.d.held.revokedFor(s.id, s.cfg.Labels)
-	return ok
-}
-
 // revoke kills the running agent through the ladder for a standing
 // revocation (rule): no quarantine, the rule keeps it down.
 func (s *slot) revoke(ctx context.Context, rule control.Revocation) control.KillResult {
@@ -422,19 +344,20 @@ func (s *slot) revoke(ctx context.Context, rule control.Revocation) control.Kill
 // stopFor ends the slot's current run (file removed, daemon shutdown)
 // without quarantine; the loop then ends.
 func (s *slot) stopFor(operator, reason string, shutdown bool) {
-	s.mu.Lock()
+	kind := evRemoved
 	if shutdown {
-		s.shutdown = true
-	} else {
-		s.removed = true
+		kind = evShutdown
 	}
-	s.endBy, s.endWhy = operator, reason
+	s.mu.Lock()
+	act := s.stepLocked(event{kind: kind, by: operator, why: reason})
 	r := s.run
 	s.mu.Unlock()
-	if r != nil {
-		r.Kill(operator, reason)
+	if act.kill {
+		r.Kill(act.killBy, act.killWhy)
 	}
-	s.poke()
+	if act.poke {
+		s.poke()
+	}
 }
 
 // reconfigure applies a new valid agent file: checks, escalation, mode,
@@ -443,12 +366,14 @@ func (s *slot) stopFor(operator, reason string, shutdown bool) {
 func (s *slot) reconfigure(a *config.Agent) {
 	s.mu.Lock()
 	s.configErr = ""
-	s.failed, s.exited = "", false
 	s.file = a.Source
+	act := s.stepLocked(event{kind: evReconfigured})
 	if s.run == nil {
 		s.cfg, s.next, s.pending = a, nil, nil
 		s.mu.Unlock()
-		s.poke()
+		if act.poke {
+			s.poke()
+		}
 		return
 	}
 	s.pending = s.cfg.StartDiff(a)
@@ -471,23 +396,13 @@ func (s *slot) invalid(err error) {
 	s.mu.Unlock()
 }
 
-// release clears a crash-loop failure or a clean exit, so the agent
-// starts again (the quarantine itself is the daemon's).
+// release clears a crash-loop failure, a clean exit or a backoff, so the
+// agent starts again (the quarantine itself is the daemon's).
 func (s *slot) release() {
 	s.mu.Lock()
-	s.failed, s.exited = "", false
-	s.restarts, s.retryAt = restarts{}, time.Time{}
+	act := s.stepLocked(event{kind: evReleased})
 	s.mu.Unlock()
-	s.poke()
-}
-
-func joinComma(s []string) string {
-	out := ""
-	for i, v := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += v
+	if act.poke {
+		s.poke()
 	}
-	return out
 }
