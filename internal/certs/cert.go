@@ -101,11 +101,13 @@ type InternalError struct {
 // the tokens and cost checks used. final_state's tokens and cost_usd stay
 // what the agent reported about itself.
 type Metered struct {
-	Requests int64   `json:"requests"`
-	Refused  int64   `json:"refused"` // after the revocation, or outside the API
-	Errors   int64   `json:"errors"`  // upstream or transport errors
-	Tokens   int64   `json:"tokens"`
-	CostUSD  float64 `json:"cost_usd"`
+	Requests int64 `json:"requests"` // that reached the upstream
+	Refused  int64 `json:"refused"`  // after the revocation, or outside the API
+	// Errors counts upstream statuses >= 400 and transport errors; a
+	// request cut by the revocation is not one.
+	Errors  int64   `json:"errors"`
+	Tokens  int64   `json:"tokens"`   // every model's input and output tokens
+	CostUSD float64 `json:"cost_usd"` // the priced models' cost
 	// UsageUnknown counts the requests whose usage was never read (a
 	// stream aborted or cut before it, a body over its bound): each is
 	// charged at its reservation, its worst case.
@@ -114,22 +116,22 @@ type Metered struct {
 	// only the priced ones) or a request's usage was unknown (cost_usd
 	// counts its reservation).
 	CostKnown      bool         `json:"cost_known"`
-	Models         []ModelUsage `json:"models"`
-	FirstRequestAt time.Time    `json:"first_request_at"`
+	Models         []ModelUsage `json:"models"`           // by model name
+	FirstRequestAt time.Time    `json:"first_request_at"` // zero: none
 	LastRequestAt  time.Time    `json:"last_request_at"`
-	RevokedAt      time.Time    `json:"revoked_at"`
+	RevokedAt      time.Time    `json:"revoked_at"` // zero: not revoked
 }
 
 // ModelUsage is one model's metered use.
 type ModelUsage struct {
 	Model             string  `json:"model"`
 	Requests          int64   `json:"requests"`
-	InputTokens       int64   `json:"input_tokens"`
+	InputTokens       int64   `json:"input_tokens"` // cached ones included
 	OutputTokens      int64   `json:"output_tokens"`
 	CachedInputTokens int64   `json:"cached_input_tokens"`
 	CostUSD           float64 `json:"cost_usd"`
-	Priced            bool    `json:"priced"`
-	UsageUnknown      int64   `json:"usage_unknown,omitempty"`
+	Priced            bool    `json:"priced"`                  // false: cost_usd is 0 and means unknown
+	UsageUnknown      int64   `json:"usage_unknown,omitempty"` // its requests charged at their reservation
 }
 
 // Escalation says how far the ladder went and with which settings.
