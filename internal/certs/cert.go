@@ -35,14 +35,6 @@ const (
 	SeverityWarning  = "warning"  // Symptom.Severity: logged, kept, sent as a directive
 	SeverityTerminal = "terminal" // Symptom.Severity: the agent must die
 
-	// Step.Step is one of the ladder's steps, named as package escalate
-	// names them (these and the waits between them).
-	StepDirectiveSent  = escalate.StepDirective
-	StepCoopSignalSent = escalate.StepCoopSignal
-	StepSigtermSent    = escalate.StepSIGTERM
-	StepSigkillSent    = escalate.StepSIGKILL
-	StepReaped         = escalate.StepReaped
-
 	AlgEd25519 = "ed25519" // Signature.Alg
 )
 
@@ -160,7 +152,8 @@ type Symptom struct {
 	Message   string    `json:"message"`
 }
 
-// Step is one rung of the escalation ladder as it was carried out.
+// Step is one rung of the escalation ladder as it was carried out. Step
+// names it as package escalate does (its Step constants).
 type Step struct {
 	Step       string         `json:"step"`
 	At         time.Time      `json:"at"`

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hermeskill/hermeskilld/internal/escalate"
 )
 
 func TestMarshalGolden(t *testing.T) {
@@ -112,7 +114,7 @@ func TestMarshalManualExited(t *testing.T) {
 		Schema: Schema, TriggerType: TriggerManual, TriggerCheck: "manual",
 		Operator: ptr("signal:SIGTERM"), OperatorReason: ptr("bar says so"),
 		Exit:        Exit{Code: ptr(3)},
-		ShutdownLog: []Step{{Step: StepReaped, DurationMS: 1}},
+		ShutdownLog: []Step{{Step: escalate.StepReaped, DurationMS: 1}},
 	}
 	b, err := json.Marshal(c)
 	require.NoError(t, err)
