@@ -24,6 +24,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/audit"
 	"github.com/hermeskill/hermeskilld/internal/calibrate"
 	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/supervisor"
 )
 
 // forensics runs hermeskilld in-process (cobra, not a child process: these
@@ -66,7 +67,7 @@ func auditLog(t *testing.T, n int) (string, [][]byte) {
 	l, err := audit.Open(path, audit.Options{})
 	require.NoError(t, err)
 	for i := range n {
-		require.NoError(t, l.Append(audit.Event{Type: audit.TypeSymptom, AgentID: "bot",
+		require.NoError(t, l.Append(audit.Event{Type: supervisor.EventSymptom, AgentID: "bot",
 			Data: map[string]any{"check": "memory", "observed": i}}))
 	}
 	require.NoError(t, l.Close())
@@ -186,7 +187,7 @@ func TestAuditVerifyCrashBetweenLineAndAnchor(t *testing.T) {
 	require.NoError(t, err)
 	l, err := audit.Open(path, audit.Options{})
 	require.NoError(t, err)
-	require.NoError(t, l.Append(audit.Event{Type: audit.TypeLadderStep, AgentID: "bot"}))
+	require.NoError(t, l.Append(audit.Event{Type: supervisor.EventStep, AgentID: "bot"}))
 	require.NoError(t, l.Close())
 	require.NoError(t, os.WriteFile(audit.AnchorPath(path), before, 0o640)) // the update it never made
 
@@ -221,7 +222,7 @@ func TestAuditVerifySignedAnchor(t *testing.T) {
 	l, err := audit.Open(path, audit.Options{Signer: signer})
 	require.NoError(t, err)
 	for range 3 {
-		require.NoError(t, l.Append(audit.Event{Type: audit.TypeSymptom, AgentID: "bot"}))
+		require.NoError(t, l.Append(audit.Event{Type: supervisor.EventSymptom, AgentID: "bot"}))
 	}
 	require.NoError(t, l.Close())
 
@@ -263,7 +264,7 @@ func TestAuditVerifyRotatedChain(t *testing.T) {
 	l, err := audit.Open(path, audit.Options{MaxBytes: 600, Keep: 5})
 	require.NoError(t, err)
 	for i := range 12 {
-		require.NoError(t, l.Append(audit.Event{Type: audit.TypeLadderStep, AgentID: "bot", Data: map[string]int{"i": i}}))
+		require.NoError(t, l.Append(audit.Event{Type: supervisor.EventStep, AgentID: "bot", Data: map[string]int{"i": i}}))
 	}
 	require.NoError(t, l.Close())
 	files, err := filepath.Glob(path + ".*")
@@ -392,7 +393,7 @@ func TestAuditVerifyRollback(t *testing.T) {
 		l, err := audit.Open(path, audit.Options{})
 		require.NoError(t, err)
 		for i := range n {
-			require.NoError(t, l.Append(audit.Event{Type: audit.TypeSymptom, AgentID: "bot", Data: map[string]any{"i": i}}))
+			require.NoError(t, l.Append(audit.Event{Type: supervisor.EventSymptom, AgentID: "bot", Data: map[string]any{"i": i}}))
 		}
 		require.NoError(t, l.Close())
 	}

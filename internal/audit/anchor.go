@@ -16,8 +16,8 @@ import (
 	"strconv"
 )
 
-// AnchorSchema is the schema member of every anchor file.
-const AnchorSchema = "hermeskill.audit-anchor.v1"
+// anchorSchema is the schema member of every anchor file.
+const anchorSchema = "hermeskill.audit-anchor.v1"
 
 // anchorSize is the length of every anchor file: the JSON object padded with
 // spaces and ended by "\n". Every update is then one pwrite(2) of the same
@@ -89,7 +89,7 @@ type anchorSigned struct {
 func signedMessage(a Anchor) []byte {
 	// Numbers and lowercase hex only: json.Marshal cannot fail or escape.
 	msg, _ := json.Marshal(anchorSigned{
-		FirstPrev: a.FirstPrev, FirstSeq: a.FirstSeq, Schema: AnchorSchema, Seq: a.Seq, SHA256: a.SHA256,
+		FirstPrev: a.FirstPrev, FirstSeq: a.FirstSeq, Schema: anchorSchema, Seq: a.Seq, SHA256: a.SHA256,
 	})
 	return msg
 }
@@ -128,7 +128,7 @@ func (a Anchor) VerifySignature(pub ed25519.PublicKey) error {
 // reflection would cost more than the pwrite(2).
 func encodeAnchor(a Anchor) ([]byte, error) {
 	b := make([]byte, 0, anchorSize)
-	b = append(b, `{"schema":"`+AnchorSchema+`","seq":`...)
+	b = append(b, `{"schema":"`+anchorSchema+`","seq":`...)
 	b = strconv.AppendUint(b, a.Seq, 10)
 	b = append(b, `,"sha256":`...)
 	b = appendJSONString(b, a.SHA256)
@@ -185,8 +185,8 @@ func decodeAnchor(b []byte) (Anchor, error) {
 	}
 	a := f.Anchor
 	switch {
-	case f.Schema != AnchorSchema:
-		return Anchor{}, fmt.Errorf("%w: schema %q, want %q", ErrBadAnchor, f.Schema, AnchorSchema)
+	case f.Schema != anchorSchema:
+		return Anchor{}, fmt.Errorf("%w: schema %q, want %q", ErrBadAnchor, f.Schema, anchorSchema)
 	case a.Seq == 0 || a.FirstSeq > a.Seq:
 		return Anchor{}, fmt.Errorf("%w: seq %d, first_seq %d", ErrBadAnchor, a.Seq, a.FirstSeq)
 	case !isHash(a.SHA256) || !isHash(a.FirstPrev):

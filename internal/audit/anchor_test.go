@@ -69,7 +69,7 @@ func TestHeadDoesNotWaitForTheDisk(t *testing.T) {
 	l, err := Open(path, Options{})
 	require.NoError(t, err)
 	a := NewAsync(l, 16, nil)
-	require.True(t, a.Append(Event{Type: TypeAgentStarted}))
+	require.True(t, a.Append(Event{Type: "agent_started"}))
 	require.NoError(t, a.Close())
 	l, err = Open(path, Options{})
 	require.NoError(t, err)
@@ -83,7 +83,7 @@ func TestHeadDoesNotWaitForTheDisk(t *testing.T) {
 	defer other.Close()
 	require.NoError(t, flock(other, unix.LOCK_EX))
 	a = NewAsync(l, 16, nil)
-	require.True(t, a.Append(Event{Type: TypeSymptom}))
+	require.True(t, a.Append(Event{Type: "symptom"}))
 
 	got, ok := a.Head()
 
@@ -107,7 +107,7 @@ func TestRotationCarriesTheAnchor(t *testing.T) {
 
 	cur := readLines(t, path)
 	first := decode(t, cur[0])
-	require.Equal(t, TypeRotated, first.Type)
+	require.Equal(t, typeRotated, first.Type)
 	a := lastResult(res).Anchor
 	assert.Equal(t, first.Seq, a.FirstSeq, "the anchor follows the rotation")
 	assert.Equal(t, first.PrevSHA256, a.FirstPrev)
@@ -135,7 +135,7 @@ func TestRotationCarriesTheAnchor(t *testing.T) {
 
 		r := lastResult(check(t, CheckOptions{}, glued))
 
-		require.ErrorIs(t, r.Err, ErrFirstChanged)
+		require.ErrorIs(t, r.Err, errFirstChanged)
 	})
 	t.Run("a writer killed between the rotated line and its anchor", func(t *testing.T) {
 		dir := t.TempDir()
@@ -150,14 +150,14 @@ func TestRotationCarriesTheAnchor(t *testing.T) {
 		})
 
 		r := lastResult(check(t, CheckOptions{}, cur+".1", cur))
-		require.ErrorIs(t, r.Err, ErrPastAnchor)
+		require.ErrorIs(t, r.Err, errPastAnchor)
 
 		l := openLog(t, cur, Options{MaxBytes: 1000, Keep: 3})
 		require.NoError(t, l.Close())
 		r = lastResult(check(t, CheckOptions{}, cur+".1", cur))
 		require.NoError(t, r.Err)
 		require.Len(t, r.Mismatches, 1)
-		assert.Equal(t, CauseLinesPastAnchor, r.Mismatches[0].Data.Cause)
+		assert.Equal(t, causeLinesPastAnchor, r.Mismatches[0].Data.Cause)
 	})
 }
 
@@ -266,7 +266,7 @@ func TestSignedAnchor(t *testing.T) {
 		require.NoError(t, r.Err, "re-anchored and signed")
 		require.Len(t, r.Mismatches, 1)
 		m := r.Mismatches[0].Data
-		assert.Equal(t, CauseBadAnchor, m.Cause)
+		assert.Equal(t, causeBadAnchor, m.Cause)
 		assert.Equal(t, ErrAnchorUnsigned.Error(), m.Error)
 		require.NotNil(t, m.Anchor, "what it found is in the record")
 		assert.EqualValues(t, 2, m.Anchor.Seq)
@@ -284,7 +284,7 @@ func TestMismatchDataIsInTheLine(t *testing.T) {
 	rec := decode(t, ls[2])
 	var m MismatchData
 	require.NoError(t, json.Unmarshal(rec.Data, &m))
-	assert.Equal(t, MismatchData{Cause: CauseNoAnchor, Log: Head{Seq: 2, SHA256: hashLine(ls[1])}}, m)
+	assert.Equal(t, MismatchData{Cause: causeNoAnchor, Log: Head{Seq: 2, SHA256: hashLine(ls[1])}}, m)
 	assert.Zero(t, rec.TornBytes)
 }
 
@@ -299,7 +299,7 @@ func TestEncodeAnchorIsJSONMarshal(t *testing.T) {
 	} {
 		got, err := encodeAnchor(a)
 		require.NoError(t, err)
-		want, err := json.Marshal(anchorFile{Schema: AnchorSchema, Anchor: a})
+		want, err := json.Marshal(anchorFile{Schema: anchorSchema, Anchor: a})
 		require.NoError(t, err)
 		assert.Equal(t, string(want), string(bytes.TrimRight(got, " \n")))
 		back, err := decodeAnchor(got)

@@ -18,13 +18,13 @@ func TestAsyncWritesInOrderAndVerifies(t *testing.T) {
 	require.NoError(t, err)
 	a := NewAsync(l, 1024, func(err error) { t.Errorf("append: %v", err) })
 	for i := 0; i < 100; i++ {
-		require.True(t, a.Append(Event{Type: TypeSymptom, AgentID: "a", Data: map[string]int{"i": i}}))
+		require.True(t, a.Append(Event{Type: "symptom", AgentID: "a", Data: map[string]int{"i": i}}))
 	}
 	require.NoError(t, a.Close())
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	rep, err := Verify(f)
+	rep, err := verify(f)
 	require.NoError(t, err)
 	require.Equal(t, 100, rep.Lines)
 	require.EqualValues(t, 100, rep.LastSeq)
@@ -43,10 +43,10 @@ func TestAsyncDropsWhenFull(t *testing.T) {
 	defer other.Close()
 	require.NoError(t, flock(other, unix.LOCK_EX))
 	a := NewAsync(l, 2, nil)
-	a.Append(Event{Type: TypeSymptom}) // taken by the writer, which blocks
+	a.Append(Event{Type: "symptom"}) // taken by the writer, which blocks
 	dropped := false
 	for i := 0; i < 10 && !dropped; i++ {
-		dropped = !a.Append(Event{Type: TypeSymptom})
+		dropped = !a.Append(Event{Type: "symptom"})
 	}
 	require.True(t, dropped)
 	require.NotZero(t, a.Dropped())
@@ -65,7 +65,7 @@ func TestAsyncAppendAfterClose(t *testing.T) {
 	go func() {
 		ok := 0
 		for range 1000 {
-			if a.Append(Event{Type: TypeSymptom}) {
+			if a.Append(Event{Type: "symptom"}) {
 				ok++
 			}
 		}
@@ -74,7 +74,7 @@ func TestAsyncAppendAfterClose(t *testing.T) {
 	require.NoError(t, a.Close())
 	ok := <-done
 	require.EqualValues(t, 1000-ok, a.Dropped())
-	require.False(t, a.Append(Event{Type: TypeSymptom}))
+	require.False(t, a.Append(Event{Type: "symptom"}))
 	require.NoError(t, a.Close(), "a second Close is harmless")
 }
 
@@ -85,12 +85,12 @@ func TestAsyncCountsFailedAppends(t *testing.T) {
 	require.NoError(t, err)
 	var errs []error
 	a := NewAsync(l, 8, func(err error) { errs = append(errs, err) })
-	require.True(t, a.Append(Event{Type: TypeSymptom}))
+	require.True(t, a.Append(Event{Type: "symptom"}))
 	require.True(t, a.Append(Event{})) // no type: Append refuses it
-	require.True(t, a.Append(Event{Type: TypeSymptom}))
+	require.True(t, a.Append(Event{Type: "symptom"}))
 	require.NoError(t, a.Close()) // waits for the writer: errs is settled
 	require.Len(t, errs, 1)
-	require.ErrorIs(t, errs[0], ErrNoType)
+	require.ErrorIs(t, errs[0], errNoType)
 	require.EqualValues(t, 1, a.Failed())
 	require.Zero(t, a.Dropped())
 	head, ok := a.Head()

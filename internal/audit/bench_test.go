@@ -14,7 +14,7 @@ import (
 )
 
 // A typical line: a symptom with a few fields, about 250 bytes.
-var benchEvent = Event{Type: TypeSymptom, AgentID: "research-bot", Data: map[string]any{
+var benchEvent = Event{Type: "symptom", AgentID: "research-bot", Data: map[string]any{
 	"check": "memory", "severity": "warning", "observed": "1.2GiB", "threshold": "1GiB",
 	"message": "rss 1.2GiB over 1GiB for 10s",
 }}

@@ -164,11 +164,11 @@ func (w *chainWalk) checkAnchor(rep Report, anchorErr error, opts CheckOptions) 
 	tail := Head{Seq: w.prev.LastSeq, SHA256: w.prev.LastHash} // over every file given
 	switch {
 	case a.Seq > tail.Seq:
-		return nil, &AnchorError{Kind: ErrTailCut, Reason: fmt.Sprintf(
+		return nil, &AnchorError{Kind: errTailCut, Reason: fmt.Sprintf(
 			"tail cut: seq %s missing (the anchor ends at seq %d, the file at seq %d)",
 			seqRange(tail.Seq+1, a.Seq), a.Seq, tail.Seq)}
 	case a.Seq == tail.Seq && a.SHA256 != tail.SHA256:
-		return nil, &AnchorError{Kind: ErrLineEdited, Line: rep.Lines, Reason: fmt.Sprintf(
+		return nil, &AnchorError{Kind: errLineEdited, Line: rep.Lines, Reason: fmt.Sprintf(
 			"edited: seq %d is not the line anchored (its sha256 differs from the anchor's)", a.Seq)}
 	case a.Seq < tail.Seq:
 		return nil, w.pastAnchor(rep, tail)
@@ -176,11 +176,11 @@ func (w *chainWalk) checkAnchor(rep Report, anchorErr error, opts CheckOptions) 
 	if rep.Lines > 0 {
 		switch {
 		case rep.FirstSeq > a.FirstSeq:
-			return nil, &AnchorError{Kind: ErrFirstMissing, Reason: fmt.Sprintf(
+			return nil, &AnchorError{Kind: errFirstMissing, Reason: fmt.Sprintf(
 				"first line missing: seq %s (the anchor says the file starts at seq %d, it starts at seq %d)",
 				seqRange(a.FirstSeq, rep.FirstSeq-1), a.FirstSeq, rep.FirstSeq)}
 		case rep.FirstSeq != a.FirstSeq || rep.FirstPrev != a.FirstPrev:
-			return nil, &AnchorError{Kind: ErrFirstChanged, Line: 1, Reason: fmt.Sprintf(
+			return nil, &AnchorError{Kind: errFirstChanged, Line: 1, Reason: fmt.Sprintf(
 				"first line changed: it has seq %d and prev_sha256 %.12s…, the anchor says seq %d and %.12s…",
 				rep.FirstSeq, rep.FirstPrev, a.FirstSeq, a.FirstPrev)}
 		}
@@ -195,7 +195,7 @@ func (w *chainWalk) checkWitnesses(ws []Witness) error {
 		got := w.witnessed[wt.Seq]
 		switch {
 		case wt.Seq > tail:
-			return &AnchorError{Kind: ErrRolledBack, Reason: fmt.Sprintf(
+			return &AnchorError{Kind: errRolledBack, Reason: fmt.Sprintf(
 				"rolled back: %s saw seq %d (sha256 %.12s…), the log ends at seq %d: seq %s missing",
 				wt.Source, wt.Seq, wt.SHA256, tail, seqRange(tail+1, wt.Seq))}
 		case got.seen && got.hash != wt.SHA256:
@@ -203,7 +203,7 @@ func (w *chainWalk) checkWitnesses(ws []Witness) error {
 			if got.file == w.last {
 				line = got.line
 			}
-			return &AnchorError{Kind: ErrRewritten, Line: line, Reason: fmt.Sprintf(
+			return &AnchorError{Kind: errRewritten, Line: line, Reason: fmt.Sprintf(
 				"rewritten: seq %d is not the line %s saw (its sha256 differs)", wt.Seq, wt.Source)}
 		}
 		// Before the first file's first line: not here to check (rotated away).
@@ -226,15 +226,15 @@ func (w *chainWalk) pastAnchor(rep Report, tail Head) *AnchorError {
 	}
 	switch {
 	case !seen:
-		return &AnchorError{Kind: ErrPastAnchor, Reason: fmt.Sprintf(
+		return &AnchorError{Kind: errPastAnchor, Reason: fmt.Sprintf(
 			"lines past the anchor: seq %s (the anchor ends at seq %d, a line these files do not hold)",
 			seqRange(a.Seq+1, tail.Seq), a.Seq)}
 	case hash != a.SHA256:
-		return &AnchorError{Kind: ErrLineEdited, Line: line, Reason: fmt.Sprintf(
+		return &AnchorError{Kind: errLineEdited, Line: line, Reason: fmt.Sprintf(
 			"edited: seq %d is not the line anchored (its sha256 differs from the anchor's); seq %s follow it",
 			a.Seq, seqRange(a.Seq+1, tail.Seq))}
 	}
-	return &AnchorError{Kind: ErrPastAnchor, Line: past, Reason: fmt.Sprintf(
+	return &AnchorError{Kind: errPastAnchor, Line: past, Reason: fmt.Sprintf(
 		"lines past the anchor: seq %s (the anchor ends at seq %d)", seqRange(a.Seq+1, tail.Seq), a.Seq)}
 }
 

@@ -72,12 +72,12 @@ func TestCheckAgainstTheAnchor(t *testing.T) {
 		{
 			name: "last 2 lines dropped",
 			fn:   func(ls [][]byte) [][]byte { return ls[:9] },
-			kind: ErrTailCut, reason: "tail cut: seq 9-10 missing (the anchor ends at seq 10, the file at seq 8)",
+			kind: errTailCut, reason: "tail cut: seq 9-10 missing (the anchor ends at seq 10, the file at seq 8)",
 		},
 		{
 			name: "last line dropped",
 			fn:   func(ls [][]byte) [][]byte { return ls[:10] },
-			kind: ErrTailCut, reason: "tail cut: seq 10 missing (the anchor ends at seq 10, the file at seq 9)",
+			kind: errTailCut, reason: "tail cut: seq 10 missing (the anchor ends at seq 10, the file at seq 9)",
 		},
 		{
 			name: "last line edited",
@@ -85,19 +85,19 @@ func TestCheckAgainstTheAnchor(t *testing.T) {
 				ls[10] = bytes.Replace(ls[10], []byte(`"bot"`), []byte(`"bou"`), 1)
 				return ls
 			},
-			kind: ErrLineEdited, line: 10,
+			kind: errLineEdited, line: 10,
 			reason: "edited: seq 10 is not the line anchored (its sha256 differs from the anchor's)",
 		},
 		{
 			name:   "first line deleted",
 			fn:     func(ls [][]byte) [][]byte { return append(ls[:1], ls[2:]...) },
-			kind:   ErrFirstMissing,
+			kind:   errFirstMissing,
 			reason: "first line missing: seq 1 (the anchor says the file starts at seq 1, it starts at seq 2)",
 		},
 		{
 			name:   "first 3 lines deleted",
 			fn:     func(ls [][]byte) [][]byte { return append(ls[:1], ls[4:]...) },
-			kind:   ErrFirstMissing,
+			kind:   errFirstMissing,
 			reason: "first line missing: seq 1-3 (the anchor says the file starts at seq 1, it starts at seq 4)",
 		},
 		{
@@ -108,7 +108,7 @@ func TestCheckAgainstTheAnchor(t *testing.T) {
 				ls[1] = bytes.Replace(ls[1], []byte(`"bot"`), []byte(`"bou"`), 1)
 				return rechain(ls)
 			},
-			kind: ErrLineEdited, line: 10,
+			kind: errLineEdited, line: 10,
 			reason: "edited: seq 10 is not the line anchored (its sha256 differs from the anchor's)",
 		},
 		{
@@ -117,7 +117,7 @@ func TestCheckAgainstTheAnchor(t *testing.T) {
 				forged := `{"seq":11,"time":"2026-12-02T10:15:03Z","type":"operator_request","data":{"uid":0},"prev_sha256":"` + hashLine(ls[10]) + `"}`
 				return append(ls, []byte(forged))
 			},
-			kind: ErrPastAnchor, line: 11,
+			kind: errPastAnchor, line: 11,
 			reason: "lines past the anchor: seq 11 (the anchor ends at seq 10)",
 		},
 	}
@@ -168,13 +168,13 @@ func decodePrev(line []byte) string {
 	return l.prev
 }
 
-// verifyErr is Verify's error for the file at path.
+// verifyErr is verify's error for the file at path.
 func verifyErr(t *testing.T, path string) error {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	_, err = Verify(f)
+	_, err = verify(f)
 	return err
 }
 
@@ -191,10 +191,10 @@ func TestCheckAnchorFileProblems(t *testing.T) {
 		"empty":          "",
 		"not JSON":       "{\"schema\":",
 		"another schema": `{"schema":"x","seq":3,"sha256":"` + zeroHash + `","first_seq":1,"first_prev_sha256":"` + zeroHash + `"}`,
-		"unknown member": `{"schema":"` + AnchorSchema + `","seq":3,"sha256":"` + zeroHash + `","first_seq":1,"first_prev_sha256":"` + zeroHash + `","x":1}`,
-		"seq 0":          `{"schema":"` + AnchorSchema + `","seq":0,"sha256":"` + zeroHash + `","first_seq":0,"first_prev_sha256":"` + zeroHash + `"}`,
-		"bad hash":       `{"schema":"` + AnchorSchema + `","seq":3,"sha256":"ABC","first_seq":1,"first_prev_sha256":"` + zeroHash + `"}`,
-		"two objects":    `{"schema":"` + AnchorSchema + `","seq":3,"sha256":"` + zeroHash + `","first_seq":1,"first_prev_sha256":"` + zeroHash + `"} {}`,
+		"unknown member": `{"schema":"` + anchorSchema + `","seq":3,"sha256":"` + zeroHash + `","first_seq":1,"first_prev_sha256":"` + zeroHash + `","x":1}`,
+		"seq 0":          `{"schema":"` + anchorSchema + `","seq":0,"sha256":"` + zeroHash + `","first_seq":0,"first_prev_sha256":"` + zeroHash + `"}`,
+		"bad hash":       `{"schema":"` + anchorSchema + `","seq":3,"sha256":"ABC","first_seq":1,"first_prev_sha256":"` + zeroHash + `"}`,
+		"two objects":    `{"schema":"` + anchorSchema + `","seq":3,"sha256":"` + zeroHash + `","first_seq":1,"first_prev_sha256":"` + zeroHash + `"} {}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			a := filepath.Join(t.TempDir(), "audit.jsonl.anchor")
@@ -241,7 +241,7 @@ func killedWriter(t *testing.T, path string) {
 	before, err := os.ReadFile(AnchorPath(path))
 	require.NoError(t, err)
 	l := openLog(t, path, Options{})
-	require.NoError(t, l.Append(Event{Type: TypeLadderStep, AgentID: "bot"}))
+	require.NoError(t, l.Append(Event{Type: "ladder_step", AgentID: "bot"}))
 	require.NoError(t, l.Close())
 	require.NoError(t, os.WriteFile(AnchorPath(path), before, 0o640))
 }
@@ -253,7 +253,7 @@ func TestCrashBetweenLineAndAnchor(t *testing.T) {
 
 	// Before any writer comes back: the unanchored line, by name.
 	r := lastResult(check(t, CheckOptions{}, path))
-	assert.Equal(t, &AnchorError{Kind: ErrPastAnchor, Line: 6, Reason: "lines past the anchor: seq 6 (the anchor ends at seq 5)"}, r.Err)
+	assert.Equal(t, &AnchorError{Kind: errPastAnchor, Line: 6, Reason: "lines past the anchor: seq 6 (the anchor ends at seq 5)"}, r.Err)
 
 	// The next writer records what it found, then goes on: the log and its anchor agree
 	// again, and the record stays in the chain.
@@ -263,7 +263,7 @@ func TestCrashBetweenLineAndAnchor(t *testing.T) {
 	ls := readLines(t, path)
 	require.Len(t, ls, 8)
 	rec := decode(t, ls[6])
-	assert.Equal(t, TypeAnchorMismatch, rec.Type)
+	assert.Equal(t, typeAnchorMismatch, rec.Type)
 	assert.EqualValues(t, 7, rec.Seq)
 	assert.JSONEq(t, `{"cause":"lines_past_anchor",
 		"anchor":{"seq":5,"sha256":"`+hashLine(ls[4])+`","first_seq":1,"first_prev_sha256":"`+zeroHash+`"},
@@ -306,7 +306,7 @@ func TestOpenRecordsWhatTheAnchorSays(t *testing.T) {
 		}, "the log's line at the anchor's seq 5 was not the line anchored"},
 		{"the anchor overwritten", func(t *testing.T, path string) {
 			require.NoError(t, os.WriteFile(AnchorPath(path), []byte("{}"), 0o640))
-		}, "the anchor was not usable (malformed audit anchor: schema \"\", want \"" + AnchorSchema + "\"); the log ended at seq 5"},
+		}, "the anchor was not usable (malformed audit anchor: schema \"\", want \"" + anchorSchema + "\"); the log ended at seq 5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -340,6 +340,6 @@ func TestCheckAnchoredLineEditedWithLinesAfterIt(t *testing.T) {
 
 	r := lastResult(check(t, CheckOptions{}, path))
 
-	assert.Equal(t, &AnchorError{Kind: ErrLineEdited, Line: 5,
+	assert.Equal(t, &AnchorError{Kind: errLineEdited, Line: 5,
 		Reason: "edited: seq 5 is not the line anchored (its sha256 differs from the anchor's); seq 6 follow it"}, r.Err)
 }

@@ -54,7 +54,7 @@ func eventsByWriter(t *testing.T, paths ...string) map[string][]int {
 	for _, p := range paths {
 		for _, b := range readLines(t, p) {
 			l := decode(t, b)
-			if l.Type == TypeRotated {
+			if l.Type == typeRotated {
 				continue
 			}
 			var d struct{ I int }

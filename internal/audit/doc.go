@@ -16,7 +16,7 @@
 //
 //	seq          1 for the first line of a chain, then +1 per line, across rotated files too
 //	time         when the line was written, RFC 3339 with nanoseconds, UTC
-//	type         what happened: one of the Type constants, or another short snake_case word
+//	type         what happened: a short snake_case word, as the writer names its events
 //	agent_id *   the agent the event is about; absent for daemon-level events
 //	data *       the event's own fields, whatever encoding/json makes of Event.Data (struct
 //	             fields in declaration order, map keys sorted)
@@ -42,8 +42,8 @@
 // of the same process from each other. Writers that bypass this package (echo >> FILE) are not
 // excluded and will break the chain; NFS is not supported (O_APPEND is not atomic there).
 //
-// Append fsyncs the file before it returns when the event asks for it (Event.Sync), when its type
-// is TypeCertificate, or always with Options.SyncEvery. Other lines reach the disk when the
+// Append fsyncs the file before it returns when the event asks for it (Event.Sync: a
+// certificate's events do), or always with Options.SyncEvery. Other lines reach the disk when the
 // kernel writes them back: a power loss may lose the lines written since the last fsync, or
 // leave the last of them torn.
 //
@@ -99,7 +99,7 @@
 // links to the last good line, and records the count in torn_bytes of the next line it appends
 // (a writer that closes before appending again leaves the cut unrecorded). A writer whose own
 // write(2) fails part way cuts its partial line off at once. A torn line was never anchored,
-// so the anchor still names the line before it. Damage further up is never repaired: Verify
+// so the anchor still names the line before it. Damage further up is never repaired: Check
 // reports it, and Open refuses a file whose last two lines are bad.
 //
 // # Rotation
@@ -107,17 +107,17 @@
 // With Options.MaxBytes set, a line that would take FILE past MaxBytes first rotates it:
 // FILE.(Keep-1) → FILE.Keep, …, FILE.1 → FILE.2, FILE → FILE.1, and the new FILE starts with a
 // line of type "rotated" whose prev_sha256 is the hash of FILE.1's last line and whose seq
-// follows it, so the chain continues across files. VerifyFrom checks that continuity. The
+// follows it, so the chain continues across files. Check verifies that continuity. The
 // anchor stays FILE.anchor and follows: its first_seq and first_prev_sha256 become the
 // "rotated" line's, which also anchors FILE.1's last line.
 //
 // # Verifying
 //
-// Verify and VerifyFrom walk the chain of one file. Check walks files as one chain, oldest
-// first, and compares the last with its anchor (and the anchor's signature with a public key):
-// a *BrokenError says where the chain breaks, an *AnchorError where the chain holds but
-// disagrees with the anchor (ErrTailCut, ErrLineEdited, ErrPastAnchor, ErrFirstMissing,
-// ErrFirstChanged), and recorded mismatches are listed. On a live log Check takes FILE.lock
+// Check walks files as one chain, oldest first, and compares the last with its anchor (and the
+// anchor's signature with a public key): a *BrokenError says where the chain breaks, an
+// *AnchorError where the chain holds but disagrees with the anchor (a cut tail, an edited
+// line, lines past the anchor, a first line missing or changed), and recorded mismatches are
+// listed. On a live log Check takes FILE.lock
 // shared while it opens the files and reads the anchor, so a writer is never caught between a
 // line and its anchor.
 //

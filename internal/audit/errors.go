@@ -9,15 +9,15 @@ import (
 )
 
 var (
-	// ErrClosed is returned by Append after Close.
-	ErrClosed = errors.New("audit log closed")
-	// ErrNoType is returned by Append for an Event without a Type.
-	ErrNoType = errors.New("audit event has no type")
-	// ErrCorruptTail is returned by Open and Append when neither of the file's last two lines
+	// errClosed is returned by Append after Close.
+	errClosed = errors.New("audit log closed")
+	// errNoType is returned by Append for an Event without a Type.
+	errNoType = errors.New("audit event has no type")
+	// errCorruptTail is returned by Open and Append when neither of the file's last two lines
 	// is an audit record: that is not what a crash leaves, so the writer refuses to guess
-	// where the chain ends. Move the file aside to start a new chain; Verify says where the
+	// where the chain ends. Move the file aside to start a new chain; Check says where the
 	// damage starts.
-	ErrCorruptTail = errors.New("last two lines are not audit records")
+	errCorruptTail = errors.New("last two lines are not audit records")
 
 	// ErrNoAnchor means the anchor file is missing or empty.
 	ErrNoAnchor = errors.New("no audit anchor")
@@ -35,26 +35,26 @@ var (
 // What Check finds when a file's chain holds but does not end, or start,
 // where its anchor says; the Kind of an *AnchorError.
 var (
-	// ErrTailCut: the anchor names lines past the file's end.
-	ErrTailCut = errors.New("tail cut")
-	// ErrLineEdited: the line at the anchor's seq is not the line anchored.
-	ErrLineEdited = errors.New("edited")
-	// ErrPastAnchor: lines follow the anchored line, written after the
+	// errTailCut: the anchor names lines past the file's end.
+	errTailCut = errors.New("tail cut")
+	// errLineEdited: the line at the anchor's seq is not the line anchored.
+	errLineEdited = errors.New("edited")
+	// errPastAnchor: lines follow the anchored line, written after the
 	// anchor was (by hand, or by a writer killed before it updated it).
-	ErrPastAnchor = errors.New("lines past the anchor")
-	// ErrFirstMissing: the file starts after the seq its anchor says.
-	ErrFirstMissing = errors.New("first line missing")
-	// ErrFirstChanged: the file's first line has another seq or
+	errPastAnchor = errors.New("lines past the anchor")
+	// errFirstMissing: the file starts after the seq its anchor says.
+	errFirstMissing = errors.New("first line missing")
+	// errFirstChanged: the file's first line has another seq or
 	// prev_sha256 than its anchor says.
-	ErrFirstChanged = errors.New("first line changed")
-	// ErrRolledBack: a witness saw a line past the files' end: an older
+	errFirstChanged = errors.New("first line changed")
+	// errRolledBack: a witness saw a line past the files' end: an older
 	// log (and its older anchor) was put back.
-	ErrRolledBack = errors.New("rolled back")
-	// ErrRewritten: the line at a witness's seq is not the line it saw.
-	ErrRewritten = errors.New("rewritten")
+	errRolledBack = errors.New("rolled back")
+	// errRewritten: the line at a witness's seq is not the line it saw.
+	errRewritten = errors.New("rewritten")
 )
 
-// BrokenError is Verify's answer for a chain that does not hold at Line (1-based). Reason is
+// BrokenError is Check's answer for a chain that does not hold at Line (1-based). Reason is
 // one of
 //
 //	not JSON
@@ -68,11 +68,12 @@ var (
 //	reordered: seq C is at line M, after seq B  (seq jumps from A to B, and a seq between A
 //	                                             and B comes later in the file)
 //
-// with "the previous file's last line" for "line N" on VerifyFrom's first line. Which line is
-// named: a line edited without breaking its JSON is reported at the line after it, whose
-// prev_sha256 no longer matches; an edit that breaks the JSON at the line itself; a deleted
-// line at the line that now takes its place; two swapped lines at the first of them. A seq
-// jump is a deletion only when none of the skipped seqs comes later in the file: Verify
+// with "the previous file's last line" for "line N" on the first line of a file that
+// continues another. Which line is named: a line edited without breaking its JSON is reported
+// at the line after it, whose prev_sha256 no longer matches; an edit that breaks the JSON at
+// the line itself; a deleted line at the line that now takes its place; two swapped lines at
+// the first of them. A seq
+// jump is a deletion only when none of the skipped seqs comes later in the file: Check
 // reads on past the break to tell.
 type BrokenError struct {
 	Line   int
@@ -84,8 +85,8 @@ func (e *BrokenError) Error() string {
 }
 
 // AnchorError is Check's answer for a file whose chain holds but disagrees with its anchor.
-// Kind is one of ErrTailCut, ErrLineEdited, ErrPastAnchor, ErrFirstMissing and
-// ErrFirstChanged; Line is the file's line concerned (1-based), 0 when it is not in the file
+// Kind is one of errTailCut, errLineEdited, errPastAnchor, errFirstMissing and
+// errFirstChanged; Line is the file's line concerned (1-based), 0 when it is not in the file
 // (a cut tail); Reason says which seqs, starting with Kind's text:
 //
 //	tail cut: seq A-B missing (the anchor ends at seq B, the file at seq A-1)

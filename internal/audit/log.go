@@ -18,15 +18,11 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/atomicfile"
 )
 
-// Event types written by hermeskilld. Append accepts any non-empty type.
+// Event types. Append accepts any non-empty type: an agent's events are
+// named by the supervisor (its Event types), the daemon's by the daemon.
 const (
-	TypeAgentStarted    = "agent_started"
-	TypeAgentExited     = "agent_exited"
-	TypeSymptom         = "symptom"
-	TypeLadderStep      = "ladder_step"
-	TypeCertificate     = "certificate_written" // always fsynced
-	TypeOperatorRequest = "operator_request"    // data carries the caller's "uid"
-	TypeRotated         = "rotated"             // written by the package: first line after a rotation
+	TypeOperatorRequest = "operator_request" // data carries the caller's "uid"
+	typeRotated         = "rotated"          // written by the package: first line after a rotation
 )
 
 // Event is what Append writes as one line.
@@ -79,7 +75,7 @@ type Log struct {
 // Open opens the audit log at path, creating it (0640) and its directory (0750) if missing,
 // cuts off a torn tail a crash left, and checks the log against its anchor, recording a
 // mismatch in a line of its own (see the package comment). It also creates path+".lock", the
-// file every writer of the chain locks, and AnchorPath(path). Errors: ErrCorruptTail, or the
+// file every writer of the chain locks, and AnchorPath(path). Errors: errCorruptTail, or the
 // failing system call's (*fs.PathError, *os.SyscallError).
 func Open(path string, opts Options) (*Log, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
@@ -105,13 +101,13 @@ func Open(path string, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// Append writes ev as the next line of the chain, in one write(2), and fsyncs it when ev.Sync,
-// ev.Type is TypeCertificate or Options.SyncEvery say so. It may rotate the file first. It
-// blocks while another writer of the file appends. Errors: ErrNoType, ErrClosed, an
-// encoding/json error for Data, ErrCorruptTail, or the failing system call's.
+// Append writes ev as the next line of the chain, in one write(2), and fsyncs it when ev.Sync
+// or Options.SyncEvery say so. It may rotate the file first. It
+// blocks while another writer of the file appends. Errors: errNoType, errClosed, an
+// encoding/json error for Data, errCorruptTail, or the failing system call's.
 func (l *Log) Append(ev Event) error {
 	if ev.Type == "" {
-		return ErrNoType
+		return errNoType
 	}
 	data, err := marshalData(ev.Data)
 	if err != nil {
@@ -120,7 +116,7 @@ func (l *Log) Append(ev Event) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lock == nil {
-		return ErrClosed
+		return errClosed
 	}
 	err = l.lockedHeld(func() error {
 		if err := l.catchUp(); err != nil {
@@ -139,7 +135,7 @@ func (l *Log) Append(ev Event) error {
 				return err
 			}
 		}
-		return l.write(line, ev.Sync || ev.Type == TypeCertificate || l.opts.SyncEvery)
+		return l.write(line, ev.Sync || l.opts.SyncEvery)
 	})
 	if err != nil {
 		return fmt.Errorf("audit log %s: %w", l.path, err)
@@ -158,7 +154,7 @@ func (l *Log) Head() (h Head, ok bool) {
 	return Head{}, false
 }
 
-// Close closes the log. Further Appends return ErrClosed; Close itself may be called again.
+// Close closes the log. Further Appends return errClosed; Close itself may be called again.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -60,7 +60,7 @@ func verifyFileFrom(t *testing.T, path string, prev Report) Report {
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	rep, err := VerifyFrom(f, prev)
+	rep, err := verifyFrom(f, prev)
 	require.NoError(t, err, path)
 	return rep
 }
@@ -131,7 +131,7 @@ func TestLineFormat(t *testing.T) {
 		Type: TypeOperatorRequest, AgentID: "bot",
 		Data: map[string]any{"uid": 1000, "path": "/v1/agents/bot/kill", "reason": "<why> & how"},
 	}))
-	require.NoError(t, l.Append(Event{Type: TypeAgentStarted}))
+	require.NoError(t, l.Append(Event{Type: "agent_started"}))
 	require.NoError(t, l.Close())
 
 	ls := readLines(t, path)
@@ -204,14 +204,14 @@ func TestTornTailIsCutAndRecorded(t *testing.T) {
 				require.NoError(t, os.WriteFile(AnchorPath(path), a, 0o640))
 			}
 
-			rep, err := Verify(bytes.NewReader(tt.data))
+			rep, err := verify(bytes.NewReader(tt.data))
 			require.NoError(t, err)
 			assert.True(t, rep.TornTail)
 			assert.EqualValues(t, tt.torn, rep.TornBytes)
 			assert.Equal(t, tt.goodLines, rep.Lines)
 
 			l := openLog(t, path, Options{})
-			require.NoError(t, l.Append(Event{Type: TypeAgentStarted, AgentID: "bot"}))
+			require.NoError(t, l.Append(Event{Type: "agent_started", AgentID: "bot"}))
 			require.NoError(t, l.Close())
 
 			rep = verifyFile(t, path)
@@ -224,7 +224,7 @@ func TestTornTailIsCutAndRecorded(t *testing.T) {
 			appended := decode(t, after[len(kept):])
 			assert.EqualValues(t, tt.torn, appended.TornBytes)
 			assert.EqualValues(t, tt.goodLines+1, appended.Seq)
-			assert.Equal(t, TypeAgentStarted, appended.Type, "no anchor mismatch")
+			assert.Equal(t, "agent_started", appended.Type, "no anchor mismatch")
 			checkOK(t, path)
 		})
 	}
@@ -257,7 +257,7 @@ func TestOpenRefusesACorruptTail(t *testing.T) {
 
 	_, err := Open(path, Options{})
 
-	require.ErrorIs(t, err, ErrCorruptTail)
+	require.ErrorIs(t, err, errCorruptTail)
 	after, rerr := os.ReadFile(path)
 	require.NoError(t, rerr)
 	assert.Equal(t, bad, after, "nothing is cut off")
@@ -267,12 +267,12 @@ func TestAppendErrors(t *testing.T) {
 	path := logPath(t)
 	l := openLog(t, path, Options{})
 
-	require.ErrorIs(t, l.Append(Event{}), ErrNoType)
+	require.ErrorIs(t, l.Append(Event{}), errNoType)
 	var unsupported *json.UnsupportedTypeError
-	require.ErrorAs(t, l.Append(Event{Type: TypeSymptom, Data: make(chan int)}), &unsupported)
-	require.NoError(t, l.Append(Event{Type: TypeSymptom}))
+	require.ErrorAs(t, l.Append(Event{Type: "symptom", Data: make(chan int)}), &unsupported)
+	require.NoError(t, l.Append(Event{Type: "symptom"}))
 	require.NoError(t, l.Close())
-	require.ErrorIs(t, l.Append(Event{Type: TypeSymptom}), ErrClosed)
+	require.ErrorIs(t, l.Append(Event{Type: "symptom"}), errClosed)
 	require.NoError(t, l.Close(), "a second Close")
 
 	assert.Equal(t, 1, verifyFile(t, path).Lines)
@@ -292,7 +292,7 @@ func TestRotationKeepsTheChain(t *testing.T) {
 		require.NoError(t, err)
 		assert.LessOrEqual(t, fi.Size(), int64(maxBytes))
 		first := decode(t, readLines(t, name)[0])
-		assert.Equal(t, TypeRotated, first.Type, name)
+		assert.Equal(t, typeRotated, first.Type, name)
 		assert.JSONEq(t, `{"previous_file":"audit.jsonl.1"}`, string(first.Data))
 		if rep.Lines > 0 {
 			assert.Equal(t, rep.LastHash, first.PrevSHA256)
@@ -307,7 +307,7 @@ func TestRotationKeepsTheChain(t *testing.T) {
 	f, err := os.Open(path + ".1")
 	require.NoError(t, err)
 	defer f.Close()
-	_, err = VerifyFrom(f, oldest)
+	_, err = verifyFrom(f, oldest)
 	var broken *BrokenError
 	require.ErrorAs(t, err, &broken)
 	assert.Equal(t, 1, broken.Line)
@@ -332,7 +332,7 @@ func TestWriteIsOneLineAtATime(t *testing.T) {
 	// Data with newlines, quotes and a raw message cannot split a line.
 	path := logPath(t)
 	l := openLog(t, path, Options{})
-	require.NoError(t, l.Append(Event{Type: TypeSymptom, Data: map[string]any{
+	require.NoError(t, l.Append(Event{Type: "symptom", Data: map[string]any{
 		"message": "line one\nline two \"quoted\"\r\n",
 		"raw":     json.RawMessage("{\n  \"a\": 1\n}"),
 	}}))
@@ -341,7 +341,7 @@ func TestWriteIsOneLineAtATime(t *testing.T) {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, 1, bytes.Count(b, []byte("\n")))
-	rep, err := Verify(bytes.NewReader(b))
+	rep, err := verify(bytes.NewReader(b))
 	require.NoError(t, err)
 	assert.Equal(t, 1, rep.Lines)
 }
@@ -363,7 +363,7 @@ func TestLinesLongerThanTheTailChunk(t *testing.T) {
 	path := logPath(t)
 	l := openLog(t, path, Options{})
 	for i := range 3 {
-		require.NoError(t, l.Append(Event{Type: TypeSymptom, Data: strings.Repeat(strconv.Itoa(i), 9000)}))
+		require.NoError(t, l.Append(Event{Type: "symptom", Data: strings.Repeat(strconv.Itoa(i), 9000)}))
 	}
 	require.NoError(t, l.Close())
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
@@ -373,7 +373,7 @@ func TestLinesLongerThanTheTailChunk(t *testing.T) {
 	require.NoError(t, f.Close())
 
 	l = openLog(t, path, Options{})
-	require.NoError(t, l.Append(Event{Type: TypeSymptom}))
+	require.NoError(t, l.Append(Event{Type: "symptom"}))
 	require.NoError(t, l.Close())
 
 	rep := verifyFile(t, path)

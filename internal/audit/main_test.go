@@ -80,7 +80,7 @@ func helperShortWrite(args ...string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	err = l.Append(Event{Type: TypeSymptom, Data: strings.Repeat("x", 2000)})
+	err = l.Append(Event{Type: "symptom", Data: strings.Repeat("x", 2000)})
 	if !errors.Is(err, unix.EFBIG) {
 		fmt.Fprintln(os.Stderr, "want EFBIG, got", err)
 		return 1
@@ -90,7 +90,7 @@ func helperShortWrite(args ...string) int {
 
 // writerEvent is event i of writer w, so a test can count what each writer got in.
 func writerEvent(w string, i int) Event {
-	return Event{Type: TypeSymptom, AgentID: w, Data: map[string]int{"i": i}}
+	return Event{Type: "symptom", AgentID: w, Data: map[string]int{"i": i}}
 }
 
 // appender is a helper process running "append".

@@ -10,31 +10,31 @@ import (
 	"io"
 )
 
-// TypeAnchorMismatch is the type of the line a writer appends when it finds
+// typeAnchorMismatch is the type of the line a writer appends when it finds
 // the log and its anchor disagreeing; its data is a MismatchData. Written by
 // the package.
-const TypeAnchorMismatch = "anchor_mismatch"
+const typeAnchorMismatch = "anchor_mismatch"
 
 // Causes of an anchor mismatch: MismatchData.Cause.
 const (
-	// CauseLinesPastAnchor: the anchored line is in the log and lines
+	// causeLinesPastAnchor: the anchored line is in the log and lines
 	// follow it. A writer killed between its line and its anchor leaves one.
-	CauseLinesPastAnchor = "lines_past_anchor"
-	// CauseAnchorPastLog: the anchor names a seq the log does not reach:
+	causeLinesPastAnchor = "lines_past_anchor"
+	// causeAnchorPastLog: the anchor names a seq the log does not reach:
 	// lines were cut, or lost to a power loss before they reached the disk.
-	CauseAnchorPastLog = "anchor_past_log"
-	// CauseAnchorDiverged: the log's line at the anchor's seq is not the one
+	causeAnchorPastLog = "anchor_past_log"
+	// causeAnchorDiverged: the log's line at the anchor's seq is not the one
 	// anchored.
-	CauseAnchorDiverged = "anchor_diverged"
-	// CauseNoAnchor: the log has lines and there is no anchor: a log from
+	causeAnchorDiverged = "anchor_diverged"
+	// causeNoAnchor: the log has lines and there is no anchor: a log from
 	// before anchors, or the anchor was deleted.
-	CauseNoAnchor = "no_anchor"
-	// CauseBadAnchor: the anchor file holds no anchor, or one whose
+	causeNoAnchor = "no_anchor"
+	// causeBadAnchor: the anchor file holds no anchor, or one whose
 	// signature the writer's key does not verify.
-	CauseBadAnchor = "bad_anchor"
+	causeBadAnchor = "bad_anchor"
 )
 
-// MismatchData is the data of a TypeAnchorMismatch line: what the writer
+// MismatchData is the data of a typeAnchorMismatch line: what the writer
 // found before it re-anchored the chain.
 type MismatchData struct {
 	Cause  string  `json:"cause"`
@@ -46,20 +46,20 @@ type MismatchData struct {
 // String says what the writer found, in words.
 func (m MismatchData) String() string {
 	a := m.Anchor
-	if a == nil && m.Cause != CauseNoAnchor && m.Cause != CauseBadAnchor {
+	if a == nil && m.Cause != causeNoAnchor && m.Cause != causeBadAnchor {
 		return fmt.Sprintf("cause %q without the anchor it was about", m.Cause)
 	}
 	switch m.Cause {
-	case CauseLinesPastAnchor:
+	case causeLinesPastAnchor:
 		return fmt.Sprintf("seq %s had been written past the anchor (seq %d)", seqRange(a.Seq+1, m.Log.Seq), a.Seq)
-	case CauseAnchorPastLog:
+	case causeAnchorPastLog:
 		return fmt.Sprintf("the anchor named seq %d, the log ended at seq %d (seq %s missing)",
 			a.Seq, m.Log.Seq, seqRange(m.Log.Seq+1, a.Seq))
-	case CauseAnchorDiverged:
+	case causeAnchorDiverged:
 		return fmt.Sprintf("the log's line at the anchor's seq %d was not the line anchored", a.Seq)
-	case CauseNoAnchor:
+	case causeNoAnchor:
 		return fmt.Sprintf("there was no anchor; the log ended at seq %d", m.Log.Seq)
-	case CauseBadAnchor:
+	case causeBadAnchor:
 		return fmt.Sprintf("the anchor was not usable (%s); the log ended at seq %d", m.Error, m.Log.Seq)
 	}
 	return fmt.Sprintf("unknown cause %q", m.Cause)
@@ -75,7 +75,7 @@ func seqRange(from, to uint64) string {
 
 // reconcile compares the anchor file with the chain's end (l.seq, l.prev)
 // and makes l.anchor what the file holds. When they disagree it records what
-// it found in a TypeAnchorMismatch line, which also re-anchors the chain: a
+// it found in a typeAnchorMismatch line, which also re-anchors the chain: a
 // discrepancy is never accepted silently, and never stops the log. The file
 // lock is held.
 func (l *Log) reconcile() error {
@@ -88,15 +88,15 @@ func (l *Log) reconcile() error {
 			l.anchor = Anchor{} // a new chain: its first line creates the anchor
 			return nil
 		}
-		m.Cause = CauseNoAnchor
+		m.Cause = causeNoAnchor
 	case errors.Is(err, ErrBadAnchor):
-		m.Cause, m.Error = CauseBadAnchor, err.Error()
+		m.Cause, m.Error = causeBadAnchor, err.Error()
 	case err != nil:
 		return err
 	default:
 		if s := l.opts.Signer; s != nil {
 			if err := a.VerifySignature(s.Public()); err != nil {
-				m.Cause, m.Anchor, m.Error = CauseBadAnchor, &a, err.Error()
+				m.Cause, m.Anchor, m.Error = causeBadAnchor, &a, err.Error()
 				break
 			}
 		}
@@ -118,21 +118,21 @@ func (l *Log) reconcile() error {
 func (l *Log) classify(a Anchor) (string, error) {
 	switch {
 	case a.Seq > l.seq:
-		return CauseAnchorPastLog, nil
+		return causeAnchorPastLog, nil
 	case a.Seq == l.seq:
-		return CauseAnchorDiverged, nil
+		return causeAnchorDiverged, nil
 	}
 	h, err := hashAt(l.f, l.size, a.Seq)
 	if err != nil {
 		return "", err
 	}
 	if h == a.SHA256 {
-		return CauseLinesPastAnchor, nil
+		return causeLinesPastAnchor, nil
 	}
-	return CauseAnchorDiverged, nil
+	return causeAnchorDiverged, nil
 }
 
-// recordMismatch appends m as a TypeAnchorMismatch line, fsynced: the anchor
+// recordMismatch appends m as a typeAnchorMismatch line, fsynced: the anchor
 // written with it describes the file as it now is.
 func (l *Log) recordMismatch(m MismatchData) error {
 	l.anchor = Anchor{}
@@ -148,7 +148,7 @@ func (l *Log) recordMismatch(m MismatchData) error {
 	if err != nil {
 		return err
 	}
-	line, err := l.next(record{Type: TypeAnchorMismatch, Data: data})
+	line, err := l.next(record{Type: typeAnchorMismatch, Data: data})
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func hashAt(r io.ReaderAt, end int64, seq uint64) (string, error) {
 }
 
 // firstLink returns the link of r's first line: seq 0 and 64 zeros when it
-// cannot be read as a record (Verify reports it).
+// cannot be read as a record (Check reports it).
 func firstLink(r io.ReaderAt) (link, error) {
 	const chunk = 4096
 	var line []byte

@@ -12,7 +12,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/rotlog"
 )
 
-// rotatedData is the data of a TypeRotated line. PreviousFile is the old file's name when it
+// rotatedData is the data of a typeRotated line. PreviousFile is the old file's name when it
 // was rotated; later rotations rename it again (FILE.1 becomes FILE.2).
 type rotatedData struct {
 	PreviousFile string `json:"previous_file"`
@@ -50,7 +50,7 @@ func (l *Log) rotate() error {
 	if err != nil {
 		return err
 	}
-	line, err := l.next(record{Type: TypeRotated, Data: data})
+	line, err := l.next(record{Type: typeRotated, Data: data})
 	if err != nil {
 		return err
 	}

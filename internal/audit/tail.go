@@ -19,7 +19,7 @@ type tail struct {
 // scanTail finds the last good line of the first size bytes of r. A torn tail is what a
 // writer that died inside write(2) leaves: bytes after the last "\n", and before them at most
 // one complete line that is not an audit record. scanTail reads the file backwards, so it
-// costs the length of the last lines, not of the file. It returns ErrCorruptTail when the line
+// costs the length of the last lines, not of the file. It returns errCorruptTail when the line
 // before a bad last line is bad too.
 func scanTail(r io.ReaderAt, size int64) (tail, error) {
 	end, _, err := lastSegment(r, size) // the unterminated segment, if any, is torn
@@ -36,7 +36,7 @@ func scanTail(r io.ReaderAt, size int64) (tail, error) {
 			return tail{end: end, last: line, link: l}, nil
 		}
 		if bad == 1 {
-			return tail{}, fmt.Errorf("line at offset %d: %w (%w)", start, ErrCorruptTail, err)
+			return tail{}, fmt.Errorf("line at offset %d: %w (%w)", start, errCorruptTail, err)
 		}
 		end = start
 	}

@@ -11,7 +11,7 @@ import (
 	"io"
 )
 
-// Report describes a chain Verify walked.
+// Report describes a chain Check (or verify) walked.
 type Report struct {
 	Lines     int    // complete lines checked; a torn tail is not counted
 	FirstSeq  uint64 // seq of the first line
@@ -35,27 +35,22 @@ type Mismatch struct {
 	Data MismatchData
 }
 
-// Verify walks the chain in r from its first line, which may carry any seq and prev_sha256
+// verify walks the chain in r from its first line, which may carry any seq and prev_sha256
 // (a file that starts a chain has seq 1 and 64 zeros; Report.FirstSeq and Report.FirstPrev
 // tell). Every later complete line must be an audit record whose prev_sha256 is the sha256 of
 // the line before it and whose seq is one more. The first line that is not gives a
 // *BrokenError; a read error is returned wrapped. Everything up to the break is in the Report.
-// Verify does not read the anchor: Check does.
-func Verify(r io.Reader) (Report, error) {
-	return verify(r, nil)
-}
+// verify does not read the anchor: Check does, and walks several files with the same
+// verifier.
+func verify(r io.Reader) (Report, error) { return verifyFrom(r, Report{}) }
 
-// VerifyFrom is Verify for a file that continues the chain Report prev describes, typically
-// FILE after FILE.1: its first line must link to prev's last. With prev.Lines == 0 it is Verify.
-func VerifyFrom(r io.Reader, prev Report) (Report, error) {
-	if prev.Lines == 0 {
-		return verify(r, nil)
+// verifyFrom is verify for a file that continues the chain Report prev describes, typically
+// FILE after FILE.1: its first line must link to prev's last. With prev.Lines == 0 it is verify.
+func verifyFrom(r io.Reader, prev Report) (Report, error) {
+	v := verifier{}
+	if prev.Lines > 0 {
+		v.prev = &prev
 	}
-	return verify(r, &prev)
-}
-
-func verify(r io.Reader, prev *Report) (Report, error) {
-	v := verifier{prev: prev}
 	err := v.walk(r)
 	return v.rep, err
 }
@@ -139,7 +134,7 @@ func (v *verifier) check(line []byte) error {
 	if _, ok := v.witness[l.seq]; ok {
 		v.witness[l.seq] = witnessLine{seen: true, hash: v.rep.LastHash, line: n}
 	}
-	if l.typ == TypeAnchorMismatch {
+	if l.typ == typeAnchorMismatch {
 		m := Mismatch{Line: n, Seq: l.seq}
 		var rec struct{ Data MismatchData }
 		// Data that does not decode leaves an unknown cause: still a mismatch to report.

@@ -153,7 +153,7 @@ func TestVerifyFindsTampering(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rep, err := Verify(bytes.NewReader(tamper(ls, tt.fn)))
+			rep, err := verify(bytes.NewReader(tamper(ls, tt.fn)))
 
 			var broken *BrokenError
 			require.ErrorAs(t, err, &broken)
@@ -183,7 +183,7 @@ func TestVerifyCannotSee(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rep, err := Verify(bytes.NewReader(tamper(ls, tt.fn)))
+			rep, err := verify(bytes.NewReader(tamper(ls, tt.fn)))
 
 			require.NoError(t, err)
 			assert.Equal(t, tt.firstSeq, rep.FirstSeq)
@@ -211,7 +211,7 @@ func TestVerifyTornTail(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rep, err := Verify(strings.NewReader(tt.data))
+			rep, err := verify(strings.NewReader(tt.data))
 
 			require.NoError(t, err)
 			assert.Equal(t, tt.lines, rep.Lines)
@@ -226,19 +226,19 @@ func TestVerifyFromChecksTheLinkToThePreviousFile(t *testing.T) {
 	join := func(ls [][]byte) *bytes.Reader {
 		return bytes.NewReader(append(bytes.Join(ls, []byte("\n")), '\n'))
 	}
-	head, err := Verify(join(ls[:5]))
+	head, err := verify(join(ls[:5]))
 	require.NoError(t, err)
 
-	rep, err := VerifyFrom(join(ls[5:]), head)
+	rep, err := verifyFrom(join(ls[5:]), head)
 	require.NoError(t, err)
 	assert.Equal(t, Report{Lines: 5, FirstSeq: 6, LastSeq: 10, FirstPrev: head.LastHash, LastHash: hashLine(ls[9])}, rep)
 
-	_, err = VerifyFrom(join(ls[6:]), head)
+	_, err = verifyFrom(join(ls[6:]), head)
 	assert.Equal(t, &BrokenError{Line: 1, Reason: "deleted line(s): seq jumps from 5 to 7"}, err)
 
-	other, err := Verify(join(lines(writeLog(t, logPath(t), 5))))
+	other, err := verify(join(lines(writeLog(t, logPath(t), 5))))
 	require.NoError(t, err)
-	_, err = VerifyFrom(join(ls[5:]), other)
+	_, err = verifyFrom(join(ls[5:]), other)
 	assert.Equal(t, &BrokenError{
 		Line: 1, Reason: "edited or reordered: prev_sha256 does not match the previous file's last line",
 	}, err)
@@ -247,7 +247,7 @@ func TestVerifyFromChecksTheLinkToThePreviousFile(t *testing.T) {
 func TestVerifyReadError(t *testing.T) {
 	boom := errors.New("boom")
 
-	_, err := Verify(iotest.ErrReader(boom))
+	_, err := verify(iotest.ErrReader(boom))
 
 	require.ErrorIs(t, err, boom)
 	var broken *BrokenError

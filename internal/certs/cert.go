@@ -4,8 +4,6 @@
 package certs
 
 import (
-	"bytes"
-	"encoding/json"
 	"time"
 
 	"github.com/hermeskill/hermeskilld/internal/escalate"
@@ -36,14 +34,6 @@ const (
 
 	SeverityWarning  = "warning"  // Symptom.Severity: logged, kept, sent as a directive
 	SeverityTerminal = "terminal" // Symptom.Severity: the agent must die
-
-	// Step.Step is one of the ladder's steps, named as package escalate
-	// names them (these and the waits between them).
-	StepDirectiveSent  = escalate.StepDirective
-	StepCoopSignalSent = escalate.StepCoopSignal
-	StepSigtermSent    = escalate.StepSIGTERM
-	StepSigkillSent    = escalate.StepSIGKILL
-	StepReaped         = escalate.StepReaped
 
 	AlgEd25519 = "ed25519" // Signature.Alg
 )
@@ -103,11 +93,13 @@ type InternalError struct {
 // the tokens and cost checks used. final_state's tokens and cost_usd stay
 // what the agent reported about itself.
 type Metered struct {
-	Requests int64   `json:"requests"`
-	Refused  int64   `json:"refused"` // after the revocation, or outside the API
-	Errors   int64   `json:"errors"`  // upstream or transport errors
-	Tokens   int64   `json:"tokens"`
-	CostUSD  float64 `json:"cost_usd"`
+	Requests int64 `json:"requests"` // that reached the upstream
+	Refused  int64 `json:"refused"`  // after the revocation, or outside the API
+	// Errors counts upstream statuses >= 400 and transport errors; a
+	// request cut by the revocation is not one.
+	Errors  int64   `json:"errors"`
+	Tokens  int64   `json:"tokens"`   // every model's input and output tokens
+	CostUSD float64 `json:"cost_usd"` // the priced models' cost
 	// UsageUnknown counts the requests whose usage was never read (a
 	// stream aborted or cut before it, a body over its bound): each is
 	// charged at its reservation, its worst case.
@@ -116,22 +108,22 @@ type Metered struct {
 	// only the priced ones) or a request's usage was unknown (cost_usd
 	// counts its reservation).
 	CostKnown      bool         `json:"cost_known"`
-	Models         []ModelUsage `json:"models"`
-	FirstRequestAt time.Time    `json:"first_request_at"`
+	Models         []ModelUsage `json:"models"`           // by model name
+	FirstRequestAt time.Time    `json:"first_request_at"` // zero: none
 	LastRequestAt  time.Time    `json:"last_request_at"`
-	RevokedAt      time.Time    `json:"revoked_at"`
+	RevokedAt      time.Time    `json:"revoked_at"` // zero: not revoked
 }
 
 // ModelUsage is one model's metered use.
 type ModelUsage struct {
 	Model             string  `json:"model"`
 	Requests          int64   `json:"requests"`
-	InputTokens       int64   `json:"input_tokens"`
+	InputTokens       int64   `json:"input_tokens"` // cached ones included
 	OutputTokens      int64   `json:"output_tokens"`
 	CachedInputTokens int64   `json:"cached_input_tokens"`
 	CostUSD           float64 `json:"cost_usd"`
-	Priced            bool    `json:"priced"`
-	UsageUnknown      int64   `json:"usage_unknown,omitempty"`
+	Priced            bool    `json:"priced"`                  // false: cost_usd is 0 and means unknown
+	UsageUnknown      int64   `json:"usage_unknown,omitempty"` // its requests charged at their reservation
 }
 
 // Escalation says how far the ladder went and with which settings.
@@ -160,7 +152,8 @@ type Symptom struct {
 	Message   string    `json:"message"`
 }
 
-// Step is one rung of the escalation ladder as it was carried out.
+// Step is one rung of the escalation ladder as it was carried out. Step
+// names it as package escalate does (its Step constants).
 type Step struct {
 	Step       string         `json:"step"`
 	At         time.Time      `json:"at"`
@@ -225,236 +218,4 @@ type Signature struct {
 	Alg   string `json:"alg"`
 	KeyID string `json:"key_id"`
 	Value string `json:"value"`
-}
-
-// The wire types mirror the public ones field for field (a test checks it);
-// they differ only where the JSON must: times are jsonTime, nil slices [].
-
-type certWire struct {
-	Schema           string            `json:"schema"`
-	CertID           string            `json:"cert_id"`
-	AgentID          string            `json:"agent_id"`
-	Host             string            `json:"host"`
-	Mode             string            `json:"mode"`
-	Labels           map[string]string `json:"labels,omitempty"`
-	Command          []string          `json:"command"`
-	PID              int               `json:"pid"`
-	Containment      string            `json:"containment,omitempty"`
-	StartedAt        jsonTime          `json:"started_at"`
-	TriggeredAt      jsonTime          `json:"triggered_at"`
-	TerminatedAt     jsonTime          `json:"terminated_at"`
-	TriggerType      string            `json:"trigger_type"`
-	TriggerCheck     string            `json:"trigger_check"`
-	TriggerReason    string            `json:"trigger_reason"`
-	Operator         *string           `json:"operator"`
-	OperatorReason   *string           `json:"operator_reason"`
-	Escalation       Escalation        `json:"escalation"`
-	Exit             Exit              `json:"exit"`
-	SymptomsLog      []Symptom         `json:"symptoms_log"`
-	ShutdownLog      []Step            `json:"shutdown_log"`
-	FinalState       FinalState        `json:"final_state"`
-	ProcessTree      []Proc            `json:"process_tree"`
-	LastOutput       *LastOutput       `json:"last_output,omitempty"`
-	Survivors        []Survivor        `json:"survivors"`
-	SurvivorsUnknown string            `json:"survivors_unknown,omitempty"`
-	Metered          *meteredWire      `json:"metered,omitempty"`
-	AuditAnchor      *AuditAnchor      `json:"audit_anchor,omitempty"`
-	InternalError    *InternalError    `json:"internal_error,omitempty"`
-	Signature        *Signature        `json:"signature,omitempty"`
-}
-
-type meteredWire struct {
-	Requests       int64        `json:"requests"`
-	Refused        int64        `json:"refused"`
-	Errors         int64        `json:"errors"`
-	Tokens         int64        `json:"tokens"`
-	CostUSD        float64      `json:"cost_usd"`
-	UsageUnknown   int64        `json:"usage_unknown,omitempty"`
-	CostKnown      bool         `json:"cost_known"`
-	Models         []ModelUsage `json:"models"`
-	FirstRequestAt jsonTime     `json:"first_request_at"`
-	LastRequestAt  jsonTime     `json:"last_request_at"`
-	RevokedAt      jsonTime     `json:"revoked_at"`
-}
-
-func (m *Metered) wire() *meteredWire {
-	if m == nil {
-		return nil
-	}
-	return &meteredWire{Requests: m.Requests, Refused: m.Refused, Errors: m.Errors, Tokens: m.Tokens, CostUSD: m.CostUSD,
-		UsageUnknown: m.UsageUnknown, CostKnown: m.CostKnown, Models: nonNil(m.Models), FirstRequestAt: jsonTime(m.FirstRequestAt),
-		LastRequestAt: jsonTime(m.LastRequestAt), RevokedAt: jsonTime(m.RevokedAt)}
-}
-
-func (w *meteredWire) public() *Metered {
-	if w == nil {
-		return nil
-	}
-	return &Metered{Requests: w.Requests, Refused: w.Refused, Errors: w.Errors, Tokens: w.Tokens, CostUSD: w.CostUSD,
-		UsageUnknown: w.UsageUnknown, CostKnown: w.CostKnown, Models: w.Models, FirstRequestAt: time.Time(w.FirstRequestAt),
-		LastRequestAt: time.Time(w.LastRequestAt), RevokedAt: time.Time(w.RevokedAt)}
-}
-
-type symptomWire struct {
-	At        jsonTime `json:"at"`
-	Check     string   `json:"check"`
-	Severity  string   `json:"severity"`
-	Observed  string   `json:"observed"`
-	Threshold string   `json:"threshold"`
-	Message   string   `json:"message"`
-}
-
-type stepWire struct {
-	Step       string         `json:"step"`
-	At         jsonTime       `json:"at"`
-	DurationMS float64        `json:"duration_ms"`
-	Detail     map[string]any `json:"detail,omitempty"`
-}
-
-type finalStateWire struct {
-	Status          string   `json:"status"`
-	Progress        int64    `json:"progress"`
-	Tokens          int64    `json:"tokens"`
-	CostUSD         float64  `json:"cost_usd"`
-	LastTool        string   `json:"last_tool"`
-	LastHeartbeatAt jsonTime `json:"last_heartbeat_at"`
-	Heartbeats      int64    `json:"heartbeats"`
-	PeakRSSBytes    int64    `json:"peak_rss_bytes"`
-	CPUUserS        float64  `json:"cpu_user_s"`
-	CPUSysS         float64  `json:"cpu_sys_s"`
-	ProcsKilled     int      `json:"procs_killed"`
-	Errors          int64    `json:"errors"`
-	Errno           *int     `json:"errno,omitempty"`
-}
-
-// MarshalJSON writes the certificate in its schema (see Certificate).
-func (c Certificate) MarshalJSON() ([]byte, error) {
-	return marshalNoEscape(certWire{
-		Schema: c.Schema, CertID: c.CertID, AgentID: c.AgentID, Host: c.Host, Mode: c.Mode,
-		Labels: c.Labels, Command: nonNil(c.Command), PID: c.PID, Containment: c.Containment,
-		StartedAt: jsonTime(c.StartedAt), TriggeredAt: jsonTime(c.TriggeredAt),
-		TerminatedAt: jsonTime(c.TerminatedAt), TriggerType: c.TriggerType,
-		TriggerCheck: c.TriggerCheck, TriggerReason: c.TriggerReason, Operator: c.Operator,
-		OperatorReason: c.OperatorReason, Escalation: c.Escalation, Exit: c.Exit,
-		SymptomsLog: nonNil(c.SymptomsLog), ShutdownLog: nonNil(c.ShutdownLog),
-		FinalState: c.FinalState, ProcessTree: nonNil(c.ProcessTree), LastOutput: c.LastOutput,
-		Survivors: nonNil(c.Survivors), SurvivorsUnknown: c.SurvivorsUnknown, Metered: c.Metered.wire(), AuditAnchor: c.AuditAnchor, InternalError: c.InternalError, Signature: c.Signature,
-	})
-}
-
-// UnmarshalJSON reads a certificate; unknown fields are ignored.
-func (c *Certificate) UnmarshalJSON(b []byte) error {
-	var w certWire
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	*c = Certificate{
-		Schema: w.Schema, CertID: w.CertID, AgentID: w.AgentID, Host: w.Host, Mode: w.Mode,
-		Labels: w.Labels, Command: w.Command, PID: w.PID, Containment: w.Containment,
-		StartedAt: time.Time(w.StartedAt), TriggeredAt: time.Time(w.TriggeredAt),
-		TerminatedAt: time.Time(w.TerminatedAt), TriggerType: w.TriggerType,
-		TriggerCheck: w.TriggerCheck, TriggerReason: w.TriggerReason, Operator: w.Operator,
-		OperatorReason: w.OperatorReason, Escalation: w.Escalation, Exit: w.Exit,
-		SymptomsLog: w.SymptomsLog, ShutdownLog: w.ShutdownLog, FinalState: w.FinalState,
-		ProcessTree: w.ProcessTree, LastOutput: w.LastOutput, Survivors: w.Survivors,
-		SurvivorsUnknown: w.SurvivorsUnknown, Metered: w.Metered.public(), AuditAnchor: w.AuditAnchor, InternalError: w.InternalError, Signature: w.Signature,
-	}
-	return nil
-}
-
-// MarshalJSON writes At as RFC 3339 UTC (null when zero).
-func (s Symptom) MarshalJSON() ([]byte, error) {
-	return marshalNoEscape(symptomWire{jsonTime(s.At), s.Check, s.Severity, s.Observed, s.Threshold, s.Message})
-}
-
-// UnmarshalJSON is the inverse of MarshalJSON.
-func (s *Symptom) UnmarshalJSON(b []byte) error {
-	var w symptomWire
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	*s = Symptom{time.Time(w.At), w.Check, w.Severity, w.Observed, w.Threshold, w.Message}
-	return nil
-}
-
-// MarshalJSON writes At as RFC 3339 UTC (null when zero).
-func (s Step) MarshalJSON() ([]byte, error) {
-	return marshalNoEscape(stepWire{s.Step, jsonTime(s.At), s.DurationMS, s.Detail})
-}
-
-// UnmarshalJSON is the inverse of MarshalJSON (numbers in Detail become float64).
-func (s *Step) UnmarshalJSON(b []byte) error {
-	var w stepWire
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	*s = Step{w.Step, time.Time(w.At), w.DurationMS, w.Detail}
-	return nil
-}
-
-// MarshalJSON writes LastHeartbeatAt as RFC 3339 UTC, or null when there was
-// no heartbeat.
-func (f FinalState) MarshalJSON() ([]byte, error) {
-	return marshalNoEscape(finalStateWire{
-		f.Status, f.Progress, f.Tokens, f.CostUSD, f.LastTool, jsonTime(f.LastHeartbeatAt),
-		f.Heartbeats, f.PeakRSSBytes, f.CPUUserS, f.CPUSysS, f.ProcsKilled, f.Errors, f.Errno,
-	})
-}
-
-// UnmarshalJSON is the inverse of MarshalJSON.
-func (f *FinalState) UnmarshalJSON(b []byte) error {
-	var w finalStateWire
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	*f = FinalState{
-		w.Status, w.Progress, w.Tokens, w.CostUSD, w.LastTool, time.Time(w.LastHeartbeatAt),
-		w.Heartbeats, w.PeakRSSBytes, w.CPUUserS, w.CPUSysS, w.ProcsKilled, w.Errors, w.Errno,
-	}
-	return nil
-}
-
-// jsonTime is a time.Time written as RFC 3339 with nanoseconds in UTC, and
-// null when zero.
-type jsonTime time.Time
-
-func (t jsonTime) MarshalJSON() ([]byte, error) {
-	if time.Time(t).IsZero() {
-		return []byte("null"), nil
-	}
-	return time.Time(t).UTC().MarshalJSON() // RFC3339Nano; errors for years outside 0-9999
-}
-
-func (t *jsonTime) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*t = jsonTime{}
-		return nil
-	}
-	var tt time.Time
-	if err := tt.UnmarshalJSON(b); err != nil {
-		return err
-	}
-	*t = jsonTime(tt.UTC())
-	return nil
-}
-
-// marshalNoEscape is json.Marshal without HTML escaping ("<" stays "<", for
-// people reading the file); an encoder that wants escaping re-escapes the
-// result of a MarshalJSON method itself.
-func marshalNoEscape(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// nonNil returns s, or an empty slice when s is nil, so it is written as [].
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hermeskill/hermeskilld/internal/escalate"
 )
 
 func TestMarshalGolden(t *testing.T) {
@@ -112,7 +114,7 @@ func TestMarshalManualExited(t *testing.T) {
 		Schema: Schema, TriggerType: TriggerManual, TriggerCheck: "manual",
 		Operator: ptr("signal:SIGTERM"), OperatorReason: ptr("bar says so"),
 		Exit:        Exit{Code: ptr(3)},
-		ShutdownLog: []Step{{Step: StepReaped, DurationMS: 1}},
+		ShutdownLog: []Step{{Step: escalate.StepReaped, DurationMS: 1}},
 	}
 	b, err := json.Marshal(c)
 	require.NoError(t, err)
@@ -161,26 +163,23 @@ func TestMarshalNil(t *testing.T) {
 	require.Error(t, err)
 }
 
-// TestWireMirrorsPublic guards the hand-written wire types: same fields,
-// same order, same JSON tags, same types except that time.Time is jsonTime.
+// TestWireMirrorsPublic checks the derived wire forms: same fields, same
+// order, same JSON tags, same types except that time.Time is jsonTime.
 func TestWireMirrorsPublic(t *testing.T) {
-	wires := map[reflect.Type]reflect.Type{
-		reflect.TypeOf(time.Time{}): reflect.TypeOf(jsonTime{}),
-		reflect.TypeOf(&Metered{}):  reflect.TypeOf(&meteredWire{}),
-	}
-	for _, pair := range [][2]any{{Certificate{}, certWire{}}, {Symptom{}, symptomWire{}}, {Step{}, stepWire{}},
-		{FinalState{}, finalStateWire{}}, {Metered{}, meteredWire{}}} {
-		pub, wire := reflect.TypeOf(pair[0]), reflect.TypeOf(pair[1])
-		require.Equal(t, pub.NumField(), wire.NumField(), "%s vs %s", pub, wire)
+	for pub, w := range map[reflect.Type]wire{
+		reflect.TypeFor[Certificate](): certificateWire, reflect.TypeFor[Symptom](): symptomWire,
+		reflect.TypeFor[Step](): stepWire, reflect.TypeFor[FinalState](): finalStateWire, reflect.TypeFor[Metered](): meteredWire,
+	} {
+		require.Equal(t, pub.NumField(), w.typ.NumField(), "%s", pub)
 		for i := range pub.NumField() {
-			p, w := pub.Field(i), wire.Field(i)
-			assert.Equal(t, p.Name, w.Name, "%s field %d", pub, i)
-			assert.Equal(t, p.Tag, w.Tag, "%s.%s", pub, p.Name)
+			p, f := pub.Field(i), w.typ.Field(i)
+			assert.Equal(t, p.Name, f.Name, "%s field %d", pub, i)
+			assert.Equal(t, p.Tag, f.Tag, "%s.%s", pub, p.Name)
 			want := p.Type
-			if mirrored, ok := wires[want]; ok {
-				want = mirrored
+			if want == reflect.TypeFor[time.Time]() {
+				want = reflect.TypeFor[jsonTime]()
 			}
-			assert.Equal(t, want, w.Type, "%s.%s", pub, p.Name)
+			assert.Equal(t, want, f.Type, "%s.%s", pub, p.Name)
 		}
 	}
 }

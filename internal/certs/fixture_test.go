@@ -68,10 +68,10 @@ func fullCert() *Certificate {
 		},
 		ShutdownLog: []Step{
 			{Step: escalate.StepDumpSignal, At: at(0.2), DurationMS: 200.5, Detail: map[string]any{"signal": "SIGUSR2"}},
-			{Step: StepCoopSignalSent, At: at(200.9), DurationMS: 10.4, Detail: map[string]any{"signal": "SIGINT", "pid": 4242.0}},
-			{Step: StepSigtermSent, At: at(1001.3), DurationMS: 0.4, Detail: map[string]any{"pids": []any{4242.0, 4250.0, 4251.0}}},
-			{Step: StepSigkillSent, At: at(2002), DurationMS: 0.15, Detail: map[string]any{"via": "cgroup.kill"}},
-			{Step: StepReaped, At: at(2013.25), DurationMS: 11.25},
+			{Step: escalate.StepCoopSignal, At: at(200.9), DurationMS: 10.4, Detail: map[string]any{"signal": "SIGINT", "pid": 4242.0}},
+			{Step: escalate.StepSIGTERM, At: at(1001.3), DurationMS: 0.4, Detail: map[string]any{"pids": []any{4242.0, 4250.0, 4251.0}}},
+			{Step: escalate.StepSIGKILL, At: at(2002), DurationMS: 0.15, Detail: map[string]any{"via": "cgroup.kill"}},
+			{Step: escalate.StepReaped, At: at(2013.25), DurationMS: 11.25},
 		},
 		FinalState: FinalState{
 			Status: "indexing 3/10", Progress: 17, Tokens: 123456, CostUSD: 1.2345, LastTool: "web_search",

@@ -38,9 +38,9 @@ const MaxStack = 8 << 10
 
 // Error is a recovered panic.
 type Error struct {
-	Component string `json:"component"`
-	Panic     string `json:"panic"` // the value, as %v prints it
-	Stack     string `json:"stack"` // the panicking goroutine's, at most MaxStack bytes
+	Component string
+	Panic     string // the value, as %v prints it
+	Stack     string // the panicking goroutine's, at most MaxStack bytes
 }
 
 func (e *Error) Error() string { return "internal error in " + e.Component + ": " + e.Panic }

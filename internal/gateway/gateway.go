@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/connlimit"
 )
 
@@ -367,7 +368,7 @@ func (g *Gateway) Grant(agentID string, obs Observer) *Grant {
 	_, _ = rand.Read(raw[:]) // never fails (crypto/rand)
 	handle := "hk-" + base64.RawURLEncoding.EncodeToString(raw[:])
 	gr := &Grant{g: g, agentID: agentID, handle: handle, sum: sha256.Sum256([]byte(handle)), obs: obs,
-		inflight: map[*flight]struct{}{}, models: map[string]*ModelUsage{}}
+		inflight: map[*flight]struct{}{}, models: map[string]*certs.ModelUsage{}}
 	g.mu.Lock()
 	g.grants[gr.sum] = gr
 	g.mu.Unlock()

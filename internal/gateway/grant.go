@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/certs"
 )
 
 // Grant is one agent run's access to the gateway: its handle, its
@@ -27,7 +29,7 @@ type Grant struct {
 	inflight map[*flight]struct{}
 	// what its requests used (Metered)
 	requests, refused, errors, incomplete, usageUnknown int64
-	models                                              map[string]*ModelUsage
+	models                                              map[string]*certs.ModelUsage
 	first, last                                         time.Time
 }
 
@@ -186,7 +188,7 @@ func (gr *Grant) report(rec Record) {
 		if rec.Model != "" || rec.Tokens() > 0 {
 			m := gr.models[rec.Model]
 			if m == nil {
-				m = &ModelUsage{Model: rec.Model, Priced: true}
+				m = &certs.ModelUsage{Model: rec.Model, Priced: true}
 				gr.models[rec.Model] = m
 			}
 			m.Requests++
@@ -212,8 +214,9 @@ func (gr *Grant) report(rec Record) {
 func (gr *Grant) Metered() Metered {
 	gr.mu.Lock()
 	defer gr.mu.Unlock()
-	m := Metered{Requests: gr.requests, Refused: gr.refused, Errors: gr.errors, Incomplete: gr.incomplete,
-		UsageUnknown: gr.usageUnknown, CostKnown: gr.usageUnknown == 0, FirstRequestAt: gr.first, LastRequestAt: gr.last, Models: make([]ModelUsage, 0, len(gr.models))}
+	m := Metered{Incomplete: gr.incomplete, Metered: certs.Metered{Requests: gr.requests, Refused: gr.refused, Errors: gr.errors,
+		UsageUnknown: gr.usageUnknown, CostKnown: gr.usageUnknown == 0, FirstRequestAt: gr.first, LastRequestAt: gr.last,
+		Models: make([]certs.ModelUsage, 0, len(gr.models))}}
 	if gr.revoked != nil {
 		m.RevokedAt = gr.revoked.At
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/pkg/client"
 )
@@ -78,7 +79,7 @@ func TestOpenAIChat(t *testing.T) {
 	assert.Equal(t, int64(1200), m.Tokens)
 	assert.True(t, m.CostKnown)
 	require.Len(t, m.Models, 1)
-	assert.Equal(t, gateway.ModelUsage{Model: "gpt-4.1-mini-2025-04-14", Requests: 1, InputTokens: 1000, OutputTokens: 200,
+	assert.Equal(t, certs.ModelUsage{Model: "gpt-4.1-mini-2025-04-14", Requests: 1, InputTokens: 1000, OutputTokens: 200,
 		CachedInputTokens: 400, CostUSD: rec.CostUSD, Priced: true}, m.Models[0])
 	assert.Equal(t, rec.At, m.FirstRequestAt)
 }

@@ -6,6 +6,7 @@ package gateway
 import (
 	"time"
 
+	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/fault"
 )
 
@@ -92,39 +93,14 @@ type ToolCall struct {
 	Truncated bool
 }
 
-// Metered is a snapshot of what a grant's requests used.
+// Metered is a snapshot of what a grant's requests used: the certificate's
+// metered block, and what only the gateway counts. It is not written as
+// JSON (certs.Metered's MarshalJSON would leave Incomplete out).
 type Metered struct {
-	Requests int64 // that reached the upstream
-	Refused  int64 // by the gateway
-	Errors   int64 // upstream status >= 400, or failed (Record.Err), cut ones aside
+	certs.Metered
 	// Incomplete counts the successful requests that could not be read
 	// in full (Record.Incomplete): their tokens may be missing.
 	Incomplete int64
-	// UsageUnknown counts the requests charged at their reservation
-	// (Record.UsageUnknown): CostKnown is then false.
-	UsageUnknown int64
-	Tokens       int64   // every model's input and output tokens
-	CostUSD      float64 // the priced models' cost
-	// CostKnown is false once a model without a price was used (CostUSD
-	// then counts only the priced ones), or a request's usage was unknown
-	// (UsageUnknown: CostUSD counts its reservation).
-	CostKnown      bool
-	Models         []ModelUsage // by model name
-	FirstRequestAt time.Time    // zero: none yet
-	LastRequestAt  time.Time
-	RevokedAt      time.Time // zero: not revoked
-}
-
-// ModelUsage is one model's use in a grant.
-type ModelUsage struct {
-	Model             string
-	Requests          int64
-	InputTokens       int64 // cached ones included
-	OutputTokens      int64
-	CachedInputTokens int64
-	CostUSD           float64
-	Priced            bool  // false: CostUSD is 0 and means unknown
-	UsageUnknown      int64 // its requests charged at their reservation
 }
 
 // Revocation is what Grant.Revoke did.

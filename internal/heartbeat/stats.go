@@ -33,22 +33,22 @@ func (s *Stats) lag(d time.Duration) {
 // moves just after the message is queued on C(), so a fast consumer may see
 // a message a moment before it is counted.
 type StatsSnapshot struct {
-	Received     uint64 `json:"received"`
-	Accepted     uint64 `json:"accepted"`
-	Oversize     uint64 `json:"oversize"`
-	Malformed    uint64 `json:"malformed"`
-	BadFields    uint64 `json:"bad_fields"`
-	Forged       uint64 `json:"forged"`
-	Unverifiable uint64 `json:"unverifiable"`
-	RateLimited  uint64 `json:"rate_limited"`
-	Overflow     uint64 `json:"overflow"`
-	FDsClosed    uint64 `json:"fds_closed"`
-	ReadErrors   uint64 `json:"read_errors"`
-	Directives   uint64 `json:"directives_sent"`
-	DirDropped   uint64 `json:"directives_dropped"`
+	Received     uint64
+	Accepted     uint64
+	Oversize     uint64
+	Malformed    uint64
+	BadFields    uint64
+	Forged       uint64
+	Unverifiable uint64
+	RateLimited  uint64
+	Overflow     uint64
+	FDsClosed    uint64
+	ReadErrors   uint64
+	Directives   uint64 // directives sent
+	DirDropped   uint64 // directives dropped
 	// MaxIntakeLag is the longest a datagram waited, from its arrival
 	// (the kernel's stamp) to its reading; read by a poller only.
-	MaxIntakeLag time.Duration `json:"max_intake_lag_ns"`
+	MaxIntakeLag time.Duration
 }
 
 // Dropped is every datagram read but not delivered.

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/escalate"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -185,8 +186,8 @@ func testCert(agent string) *certs.Certificate {
 		TriggerReason: "no heartbeat for 30.0s (timeout 30s) <&>",
 		Escalation:    certs.Escalation{Reached: certs.ReachedSigkill, CoopSignal: "SIGINT", CoopGraceMS: 10000, TermGraceMS: 5000},
 		ShutdownLog: []certs.Step{
-			{Step: certs.StepCoopSignalSent, At: trig.Add(time.Millisecond), DurationMS: 0.2},
-			{Step: certs.StepSigkillSent, At: trig.Add(2 * time.Second), DurationMS: 0.4, Detail: map[string]any{"procs": 3.0}},
+			{Step: escalate.StepCoopSignal, At: trig.Add(time.Millisecond), DurationMS: 0.2},
+			{Step: escalate.StepSIGKILL, At: trig.Add(2 * time.Second), DurationMS: 0.4, Detail: map[string]any{"procs": 3.0}},
 		},
 	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hermeskill/hermeskilld/internal/audit"
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
@@ -45,5 +44,5 @@ func TestAuditEvent(t *testing.T) {
 	require.Equal(t, "/p", data["path"])
 	require.Equal(t, 7, data["pid"])
 	require.False(t, AuditEvent(supervisor.Event{Type: supervisor.EventSymptom}).Sync)
-	require.Equal(t, audit.TypeSymptom, AuditEvent(supervisor.Event{Type: supervisor.EventSymptom}).Type)
+	require.Equal(t, "symptom", AuditEvent(supervisor.Event{Type: supervisor.EventSymptom}).Type)
 }

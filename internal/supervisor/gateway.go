@@ -87,15 +87,6 @@ func llmEnv(kv string) bool {
 	return strings.HasPrefix(k, "OPENAI_") || strings.HasPrefix(k, "ANTHROPIC_") || strings.HasPrefix(k, "HERMESKILL_LLM_")
 }
 
-// certMetered is the certificate's metered block.
-func certMetered(m gateway.Metered) *certs.Metered {
-	c := &certs.Metered{Requests: m.Requests, Refused: m.Refused, Errors: m.Errors, Tokens: m.Tokens,
-		CostUSD: m.CostUSD, UsageUnknown: m.UsageUnknown, CostKnown: m.CostKnown, FirstRequestAt: m.FirstRequestAt, LastRequestAt: m.LastRequestAt,
-		RevokedAt: m.RevokedAt}
-	for _, u := range m.Models {
-		c.Models = append(c.Models, certs.ModelUsage{Model: u.Model, Requests: u.Requests, InputTokens: u.InputTokens,
-			OutputTokens: u.OutputTokens, CachedInputTokens: u.CachedInputTokens, CostUSD: u.CostUSD, Priced: u.Priced,
-			UsageUnknown: u.UsageUnknown})
-	}
-	return c
-}
+// certMetered is the certificate's metered block: the grant's snapshot
+// without what only the gateway counts.
+func certMetered(m gateway.Metered) *certs.Metered { return &m.Metered }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/escalate"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
 	"github.com/hermeskill/hermeskilld/internal/runjournal"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
@@ -146,7 +147,7 @@ func lostCertificate(e *runjournal.Entry, k *runjournal.Killed, now time.Time) *
 		if k.Error != "" {
 			detail["error"] = k.Error
 		}
-		c.ShutdownLog = append(c.ShutdownLog, certs.Step{Step: "sigkill_sent", At: k.At, Detail: detail})
+		c.ShutdownLog = append(c.ShutdownLog, certs.Step{Step: escalate.StepSIGKILL, At: k.At, Detail: detail})
 		c.FinalState.ProcsKilled = k.Processes
 	} else {
 		// No word from the keeper: it died too, or the host went down.
@@ -159,7 +160,7 @@ func lostCertificate(e *runjournal.Entry, k *runjournal.Killed, now time.Time) *
 	if st, err := procfs.Default().Stat(c.PID); err == nil && st.StartTimeTicks == e.MainStart && st.State != 'Z' {
 		// Still alive: fail closed.
 		err := unix.Kill(-c.PID, unix.SIGKILL)
-		c.ShutdownLog = append(c.ShutdownLog, certs.Step{Step: "sigkill_sent", At: now,
+		c.ShutdownLog = append(c.ShutdownLog, certs.Step{Step: escalate.StepSIGKILL, At: now,
 			Detail: map[string]any{"by": "recovery", "process_group": c.PID, "error": errString(err)}})
 		c.Escalation.Reached = certs.ReachedSigkill
 		c.TriggerReason += "; its main process was still alive at recovery and was killed then"

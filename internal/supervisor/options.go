@@ -126,18 +126,18 @@ const (
 
 // Status is a snapshot of a run for `ps` and `status`.
 type Status struct {
-	ID          string                  `json:"id"`
-	State       string                  `json:"state"`
-	PID         int                     `json:"pid"`
-	Containment string                  `json:"containment"`
-	Mode        config.Mode             `json:"mode"`
-	Started     time.Time               `json:"started_at"`
-	Agent       symptoms.State          `json:"agent"`
-	Symptoms    []symptoms.Symptom      `json:"symptoms"`
-	Trigger     *symptoms.Symptom       `json:"trigger,omitempty"`
-	Sample      symptoms.Sample         `json:"sample"`
-	Heartbeat   heartbeat.StatsSnapshot `json:"heartbeat"`
-	Socket      string                  `json:"socket"`
+	ID          string
+	State       string
+	PID         int
+	Containment string
+	Mode        config.Mode
+	Started     time.Time
+	Agent       symptoms.State
+	Symptoms    []symptoms.Symptom
+	Trigger     *symptoms.Symptom
+	Sample      symptoms.Sample
+	Heartbeat   heartbeat.StatsSnapshot
+	Socket      string
 }
 
 // Outcome is how a run ended.

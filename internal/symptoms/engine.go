@@ -38,41 +38,41 @@ type Config struct {
 
 // State is what the agent reported about itself, for `ps` and the certificate.
 type State struct {
-	Started        time.Time `json:"started_at"`
-	Ready          bool      `json:"ready"`
-	ReadyAt        time.Time `json:"ready_at"`
-	Status         string    `json:"status"`
-	Stopping       bool      `json:"stopping"`
-	MainPID        int       `json:"main_pid,omitempty"`
-	Errno          *int      `json:"errno,omitempty"`
-	Progress       uint64    `json:"progress"`
-	LastProgressAt time.Time `json:"last_progress_at"`
-	Tokens         uint64    `json:"tokens"`
-	CostUSD        float64   `json:"cost_usd"`
+	Started        time.Time
+	Ready          bool
+	ReadyAt        time.Time
+	Status         string
+	Stopping       bool
+	MainPID        int
+	Errno          *int
+	Progress       uint64
+	LastProgressAt time.Time
+	Tokens         uint64
+	CostUSD        float64
 	// Metered figures (Config.Metered): what the gateway counted.
-	MeteredTokens  uint64  `json:"metered_tokens,omitempty"`
-	MeteredCostUSD float64 `json:"metered_cost_usd,omitempty"`
+	MeteredTokens  uint64
+	MeteredCostUSD float64
 	// CostUnknown: a metered request used a model with no price.
-	CostUnknown bool `json:"cost_unknown,omitempty"`
+	CostUnknown bool
 	// UsageUnknown: a metered request's usage was never read and it was
 	// charged at its reservation.
-	UsageUnknown bool `json:"usage_unknown,omitempty"`
+	UsageUnknown bool
 	// LastTool is the last tool call tool_loop counted: the agent's own
 	// report (TOOL=), or with Config.Metered the wire's.
-	LastTool string `json:"last_tool"`
+	LastTool string
 	// ReportedTool and ReportedTools are the agent's own TOOL= reports:
 	// the last one and how many.
-	ReportedTool     string        `json:"reported_tool,omitempty"`
-	ReportedTools    uint64        `json:"reported_tools,omitempty"`
-	LastHeartbeat    time.Time     `json:"last_heartbeat_at"`
-	Heartbeats       uint64        `json:"heartbeats"`
-	Messages         uint64        `json:"messages"`
-	Errors           uint64        `json:"errors"`
-	LastError        string        `json:"last_error,omitempty"`
-	ErrorStreak      int           `json:"error_streak"`
-	DumpSignal       string        `json:"dump_signal,omitempty"`
-	HeartbeatTimeout time.Duration `json:"heartbeat_timeout_ns"`
-	Warnings         int           `json:"warnings"`
+	ReportedTool     string
+	ReportedTools    uint64
+	LastHeartbeat    time.Time
+	Heartbeats       uint64
+	Messages         uint64
+	Errors           uint64
+	LastError        string
+	ErrorStreak      int
+	DumpSignal       string
+	HeartbeatTimeout time.Duration
+	Warnings         int
 }
 
 // Sample is one kernel measurement of the agent's process tree.

@@ -62,13 +62,13 @@ const (
 // Symptom is one finding: what was observed, against which threshold, in a
 // sentence a person understands.
 type Symptom struct {
-	At        time.Time `json:"at"`
-	Check     Check     `json:"check"`
-	Severity  Severity  `json:"severity"`
-	Observed  string    `json:"observed"`
-	Threshold string    `json:"threshold"`
-	Message   string    `json:"message"`
+	At        time.Time
+	Check     Check
+	Severity  Severity
+	Observed  string
+	Threshold string
+	Message   string
 	// Operator and Reason are set for manual kills only.
-	Operator string `json:"operator,omitempty"`
-	Reason   string `json:"reason,omitempty"`
+	Operator string
+	Reason   string
 }
