@@ -53,6 +53,8 @@ func TestRunKillSteps(t *testing.T) {
 		kill   func(r *Run) // nil: the check kills
 		check  symptoms.Check
 		shadow bool // a shadow certificate precedes the kill
+		panics string // the component that panics (fault.Inject)
+		want   []string
 	}{
 		{name: "automatic", checks: config.Checks{StartupTimeout: time.Second}, check: symptoms.StartupTimeout},
 		{name: "manual", kill: func(r *Run) { r.Kill("ops", "test") }, check: symptoms.Manual},
@@ -60,6 +62,10 @@ func TestRunKillSteps(t *testing.T) {
 			check: symptoms.InternalError},
 		{name: "shadow", checks: config.Checks{StartupTimeout: time.Second}, mode: config.ModeShadow,
 			kill: func(r *Run) { r.Kill("ops", "after the shadow kill") }, check: symptoms.Manual, shadow: true},
+		// The ladder panicked once the handle was revoked: SIGKILL of the
+		// tree follows the revocation.
+		{name: "ladder_panic", kill: func(r *Run) { r.Kill("ops", "test") }, check: symptoms.Manual, panics: fault.Ladder,
+			want: []string{escalate.StepRevoked, escalate.StepSIGKILL, escalate.StepReaped}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := agentWith(tc.checks)
@@ -69,6 +75,9 @@ func TestRunKillSteps(t *testing.T) {
 			a.Command = testchild.Spec("ignore-term").Argv
 			a.Env = map[string]string{testchild.Env: "ignore-term"}
 			a.Escalation.CoopGrace, a.Escalation.TermGrace = 100*time.Millisecond, 100*time.Millisecond
+			if tc.panics != "" {
+				panicIn(t, tc.panics, a.ID)
+			}
 			stdout := &readyWriter{ready: make(chan struct{})}
 			r := startRealWith(t, a, func(o *Options) {
 				o.Gateway = gw
@@ -89,8 +98,13 @@ func TestRunKillSteps(t *testing.T) {
 			c := readCert(t, out)
 			require.Equal(t, string(tc.check), c.TriggerCheck)
 			require.Equal(t, certs.ModeEnforce, c.Mode)
-			require.Equal(t, full, stepsOf(c.ShutdownLog))
+			want := full
+			if tc.want != nil {
+				want = tc.want
+			}
+			require.Equal(t, want, stepsOf(c.ShutdownLog))
 			require.Equal(t, "llm_requests_cut", keyOf(c.ShutdownLog[0].Detail))
+			require.NotEmpty(t, c.ProcessTree, "the autopsy")
 			if tc.shadow {
 				require.Len(t, out.ShadowCerts, 1)
 				sc, _, err := certs.Read(out.ShadowCerts[0])
