@@ -52,7 +52,7 @@ func TestRunKillSteps(t *testing.T) {
 		mode   config.Mode
 		kill   func(r *Run) // nil: the check kills
 		check  symptoms.Check
-		shadow bool // a shadow certificate precedes the kill
+		shadow bool   // a shadow certificate precedes the kill
 		panics string // the component that panics (fault.Inject)
 		want   []string
 	}{
