@@ -70,6 +70,11 @@ type Plan struct {
 	// refused); it returns the step's detail. It is the ladder's first
 	// step, even when hurried.
 	Revoke func() map[string]any
+	// Examine, when set, runs right after the revocation and before
+	// anything is sent to the agent, even when hurried: the caller's
+	// autopsy, which sees the tree as the decision found it and may hold
+	// it frozen until Release.
+	Examine func()
 	// Dump, when set, sends the agent's announced DUMP_SIGNAL (named by
 	// DumpSignal, for the record) to the process that announced it, before
 	// the cooperative stage; the ladder then waits DumpWait so the agent's

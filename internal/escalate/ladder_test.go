@@ -328,3 +328,35 @@ func TestRevokeFirst(t *testing.T) {
 	require.Equal(t, 1, res.Steps[0].Detail["requests_in_flight"])
 	require.Equal(t, escalate.StepSIGKILL, res.Steps[1].Name)
 }
+
+// Examine (the autopsy) follows the revocation's record and precedes the
+// first signal, even hurried, even for a tree already empty.
+func TestExamineAfterRevoke(t *testing.T) {
+	t.Run("hurried", func(t *testing.T) {
+		tree, _ := start(t, "exit-on-int")
+		hurry := make(chan struct{})
+		close(hurry)
+		p := plan()
+		p.Hurry = hurry
+		var order []string
+		p.Revoke = func() map[string]any { order = append(order, "revoke"); return nil }
+		p.Examine = func() { order = append(order, "examine") }
+		p.OnStep = func(s escalate.Step) { order = append(order, s.Name) }
+		escalate.Run(tree, p)
+		require.Equal(t, []string{"revoke", escalate.StepRevoked, "examine", escalate.StepSIGKILL}, order[:4])
+	})
+	t.Run("empty", func(t *testing.T) {
+		p, err := rt.Start(testchild.Spec("exit", "0"))
+		require.NoError(t, err)
+		<-p.Done()
+		tree := procsup.NewTree(rt, p, procsup.TreeOptions{Exclusive: true})
+		require.Eventually(t, tree.Empty, 10*time.Second, time.Millisecond)
+		examined := 0
+		pl := plan()
+		pl.Revoke = func() map[string]any { return nil }
+		pl.Examine = func() { examined++ }
+		res := escalate.Run(tree, pl)
+		require.Equal(t, 1, examined)
+		require.Equal(t, []string{escalate.StepRevoked}, steps(res))
+	})
+}

@@ -105,6 +105,9 @@ func (r *runner) run() {
 		at := time.Now()
 		r.record(StepRevoked, at, r.p.Revoke())
 	}
+	if r.p.Examine != nil {
+		r.p.Examine()
+	}
 	if r.t.Empty() {
 		r.res.Empty = true
 		return // already exited: success, nothing to send

@@ -20,43 +20,28 @@ import (
 // cmdlineMax truncates command lines in the certificate's process tree.
 const cmdlineMax = 512
 
-// decide acts on the decision to kill for t, the moment it falls (the
-// loop calls it before logging the symptom): the kill's event id is made —
-// the STOP directive carries it, the certificate is written under it —
-// and the run's LLM handle is revoked, so that no request of the agent is
-// answered while the autopsy is taken. The revocation is the ladder's
-// first step (capabilities_revoked), recorded here and prepended to the
-// ladder's steps. Only the first call acts.
-func (r *Run) decide(t symptoms.Symptom) {
-	if r.killID != "" {
-		return
-	}
-	r.killID = certs.NewID()
-	if r.grant == nil {
-		return
-	}
-	began := time.Now()
-	rv := r.grant.Revoke(string(t.Check), t.Message)
-	r.revoked = &escalate.Step{Name: escalate.StepRevoked, At: began, Duration: time.Since(began),
-		Detail: map[string]any{"llm_requests_cut": rv.InFlight}}
-}
-
-// ladder takes the autopsy — before any signal, so it shows the tree as it
-// was when the decision fell — and climbs the ladder on a goroutine of its
-// own. The tree stays frozen from the autopsy until the ladder's first
-// signal is pending (Plan.Release). The LLM handle was revoked before the
-// autopsy (decide).
+// ladder acts on the decision to kill for t (loop.kill), the moment it
+// falls: the kill's event id is made — the STOP directive carries it, the
+// certificate is written under it — and the ladder climbs on a goroutine
+// of its own. Its first step revokes the run's LLM handle
+// (capabilities_revoked), so that no request of the agent is answered
+// while the autopsy is taken; the autopsy follows (Plan.Examine), before
+// any signal, so it shows the tree as it was when the decision fell. The
+// tree stays frozen from the autopsy until the ladder's first signal is
+// pending (Plan.Release).
 func (r *Run) ladder(t symptoms.Symptom, dump string, dumpPID int) <-chan escalate.Result {
 	r.triggeredAt = t.At
-	r.decide(t) // done already when the loop took the decision
-	if r.revoked != nil {
-		r.onStep(*r.revoked)
-	}
-	var thaw func()
-	r.autopsy, thaw = r.tree.Snapshot(cmdlineMax, true)
+	r.killID = certs.NewID()
 	esc := r.loop.a.Escalation
 	stop := heartbeat.StopDirective(string(t.Check), t.Message, esc.CoopGrace, r.killID)
+	thaw := func() {}
 	plan := escalate.Plan{
+		Revoke: r.revoke(t),
+		Examine: func() {
+			r.autopsy, thaw = r.tree.Snapshot(cmdlineMax, true)
+			r.log.Warn("stopping agent", zap.String("check", string(t.Check)), zap.String("reason", t.Message),
+				zap.String("kill_event_id", r.killID), zap.Int("processes", len(r.autopsy)))
+		},
 		DumpWait: esc.DumpWait,
 		Directive: func() int {
 			return r.sock.Broadcast(stop)
@@ -66,15 +51,26 @@ func (r *Run) ladder(t symptoms.Symptom, dump string, dumpPID int) <-chan escala
 		TermGrace:  esc.TermGrace,
 		Hurry:      r.hurry,
 		OnStep:     r.onStep,
-		Release:    thaw,
+		Release:    func() { thaw() },
 	}
 	if sig := dumpSignal(dump); sig != 0 && dumpPID > 0 {
 		plan.DumpSignal = sig
 		plan.Dump = func() error { return r.tree.SignalPID(dumpPID, sig) }
 	}
-	r.log.Warn("stopping agent", zap.String("check", string(t.Check)), zap.String("reason", t.Message),
-		zap.String("kill_event_id", r.killID), zap.Int("processes", len(r.autopsy)))
-	return r.climb(plan, r.revoked)
+	return r.climb(plan)
+}
+
+// revoke is the plan's revocation of the run's LLM handle, for t: from
+// then on the gateway refuses the handle's requests and cuts those in
+// flight. nil without a gateway.
+func (r *Run) revoke(t symptoms.Symptom) func() map[string]any {
+	if r.grant == nil {
+		return nil
+	}
+	return func() map[string]any {
+		rv := r.grant.Revoke(string(t.Check), t.Message)
+		return map[string]any{"llm_requests_cut": rv.InFlight}
+	}
 }
 
 // cleanup follows a main process that exited by itself. A death by a
@@ -94,7 +90,7 @@ func (r *Run) cleanup() <-chan escalate.Result {
 	}
 	left, _ := r.tree.PIDs()
 	r.log.Warn("main process exited, stopping what it left behind", zap.Ints("pids", left))
-	return r.climb(escalate.Plan{TermGrace: r.loop.a.Escalation.TermGrace, Hurry: r.hurry, OnStep: r.onStep, Release: thaw}, nil)
+	return r.climb(escalate.Plan{TermGrace: r.loop.a.Escalation.TermGrace, Hurry: r.hurry, OnStep: r.onStep, Release: thaw})
 }
 
 // ladderRun is a ladder in flight: done is closed once res is set.
@@ -103,27 +99,42 @@ type ladderRun struct {
 	res  escalate.Result
 }
 
-// climb runs a ladder on its own goroutine; the run waits for it. first,
-// when set, is a step taken before the ladder began (the revocation),
-// recorded as its first. A panic in the ladder ends it with SIGKILL of
-// the whole tree (killNow), and the run with internal_error.
-func (r *Run) climb(plan escalate.Plan, first *escalate.Step) <-chan escalate.Result {
+// climb runs a ladder on its own goroutine; the run waits for it. A panic
+// in the ladder ends it with SIGKILL of the whole tree (killNow), and the
+// run with internal_error.
+func (r *Run) climb(plan escalate.Plan) <-chan escalate.Result {
 	ch := make(chan escalate.Result, 1)
 	lr := &ladderRun{done: make(chan struct{})}
 	r.climbing = lr
 	go func() {
-		res := r.climbLadder(plan)
-		if first != nil {
-			res.Steps = append([]escalate.Step{*first}, res.Steps...)
-		}
-		lr.res = res
+		lr.res = r.climbLadder(plan)
 		close(lr.done)
-		ch <- res
+		ch <- lr.res
 	}()
 	return ch
 }
 
+// climbLadder runs the ladder of plan. Should it panic, what it recorded
+// so far (with a gateway, the revocation at least) stays the shutdown
+// log's beginning, and killNow's SIGKILL follows.
 func (r *Run) climbLadder(plan escalate.Plan) (res escalate.Result) {
+	var steps []escalate.Step
+	onStep := plan.OnStep
+	plan.OnStep = func(s escalate.Step) {
+		steps = append(steps, s)
+		if onStep != nil {
+			onStep(s)
+		}
+	}
+	examine := plan.Examine
+	plan.Examine = func() {
+		if examine != nil {
+			examine()
+		}
+		// A test's panic in the ladder: after the revocation and the
+		// autopsy, before any signal.
+		fault.Inject(fault.Ladder, r.id)
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			e := fault.Recovered(fault.Ladder, v)
@@ -131,9 +142,9 @@ func (r *Run) climbLadder(plan escalate.Plan) (res escalate.Result) {
 				zap.String("panic", e.Panic), zap.String("stack", e.Stack))
 			r.internal.CompareAndSwap(nil, e)
 			res = r.killNow(plan.Release)
+			res.Steps = append(steps, res.Steps...)
 		}
 	}()
-	fault.Inject(fault.Ladder, r.id)
 	return escalate.Run(r.tree, plan)
 }
 

@@ -21,14 +21,12 @@ import (
 // testing/synctest drives the loop alone (its only blocking points are
 // channels and timers).
 type effects interface {
-	// decide acts on the decision to kill for trigger the moment it
-	// falls, before anything is logged or measured: the kill's event id
-	// is made, and the agent's LLM handle revoked (no request may get
-	// through while the autopsy is taken).
-	decide(trigger symptoms.Symptom)
-	// ladder takes the autopsy and starts the escalation ladder for
-	// trigger; its result arrives on the channel. dumpPID is the sender
-	// of DUMP_SIGNAL, if any.
+	// ladder acts on the decision to kill for trigger, the moment it
+	// falls (loop.kill): it starts the escalation ladder, whose first
+	// step revokes the agent's LLM handle (no request may get through
+	// while the autopsy is taken), then takes the autopsy; its result
+	// arrives on the channel. dumpPID is the sender of DUMP_SIGNAL, if
+	// any.
 	ladder(trigger symptoms.Symptom, dump string, dumpPID int) <-chan escalate.Result
 	// cleanup starts what follows a main process that exited by itself:
 	// the ladder for what it left behind, nil when it left nothing.
@@ -82,6 +80,10 @@ type loop struct {
 	kills  chan killReq
 	reconf chan *config.Agent
 
+	// ladder is the ladder in flight, once the run is stopping: the
+	// kill's (kill) or the cleanup's after the main process's own exit.
+	ladder <-chan escalate.Result
+
 	base    Status // the parts that never change
 	status  atomic.Pointer[Status]
 	recent  []symptoms.Symptom
@@ -128,7 +130,6 @@ func (l *loop) run() Outcome {
 		sampleC = sampleT.C
 	}
 	msgs, exited := l.msgs, l.exited
-	var ladder <-chan escalate.Result
 	for {
 		l.arm(timer)
 		select {
@@ -155,38 +156,28 @@ func (l *loop) run() Outcome {
 		case k := <-l.kills:
 			s, _ := l.engine.Manual(k.operator, k.reason, l.at(time.Now()))
 			l.handle([]symptoms.Symptom{s})
-			if ladder == nil {
-				ladder = l.startLadder(s)
-			}
 		case a := <-l.reconf:
 			l.reconfigure(a)
 		case e := <-l.faults:
-			s := internalSymptom(e, l.at(time.Now()))
-			l.handle([]symptoms.Symptom{s})
-			if ladder == nil && exited != nil {
-				ladder = l.startLadder(s)
-			}
+			l.handle([]symptoms.Symptom{internalSymptom(e, l.at(time.Now()))})
 		case <-l.meters.readyC():
 			// As for the timer: what was queued before now is applied
 			// first, at its own time.
 			msgs = l.drain(msgs)
 			l.meter()
-		case res := <-ladder:
+		case res := <-l.ladder:
 			return l.finish(&res)
 		case <-exited:
 			exited = nil
-			if ladder != nil {
+			if l.ladder != nil {
 				break // the ladder sees it too, and ends
 			}
 			// The main process exited by itself; what it left behind
 			// gets the ladder's SIGTERM, grace, SIGKILL.
-			if ladder = l.eff.cleanup(); ladder == nil {
+			if l.ladder = l.eff.cleanup(); l.ladder == nil {
 				return l.finish(nil)
 			}
 			l.state = StateStopping
-		}
-		if ladder == nil && exited != nil {
-			ladder = l.act()
 		}
 		l.publish()
 		l.eff.journal(l.runState)
@@ -256,12 +247,12 @@ func (l *loop) at(t time.Time) time.Time {
 	return t
 }
 
-// handle acts on a decision to kill first (effects.decide), then logs
-// symptoms, reports them, sends warnings to the agent, and in shadow mode
-// records each check's first would-be kill.
+// handle acts on a decision to kill first (kill), then logs symptoms,
+// reports them, sends warnings to the agent, and in shadow mode records
+// each check's first would-be kill.
 func (l *loop) handle(syms []symptoms.Symptom) {
 	if t, ok := l.decision(syms); ok {
-		l.eff.decide(t)
+		l.kill(t)
 	}
 	for i := range syms {
 		s := syms[i]
@@ -293,8 +284,8 @@ func (l *loop) handle(syms []symptoms.Symptom) {
 
 // decision is the terminal symptom among syms that the run will act on:
 // the first one, while no ladder runs, in enforce mode — or an operator's
-// kill, real in every mode. It is the symptom act or the kill request
-// then starts the ladder for.
+// kill or an internal error, real in every mode (in shadow mode a check's
+// terminal symptom is recorded by handle, never acted on).
 func (l *loop) decision(syms []symptoms.Symptom) (symptoms.Symptom, bool) {
 	if l.state != StateRunning {
 		return symptoms.Symptom{}, false
@@ -316,20 +307,15 @@ func failsClosed(c symptoms.Check) bool {
 	return c == symptoms.Manual || c == symptoms.InternalError
 }
 
-// act starts the ladder once the engine has a terminal symptom (never in
-// shadow mode: handle recorded it).
-func (l *loop) act() <-chan escalate.Result {
-	t, ok := l.engine.Terminal()
-	if !ok || l.shadowed || l.a.Mode == config.ModeShadow {
-		return nil
-	}
-	return l.startLadder(t)
-}
-
-func (l *loop) startLadder(t symptoms.Symptom) <-chan escalate.Result {
+// kill acts on the decision to kill for t, whatever made it: a check, an
+// operator (Run.Kill: the CLI, a stop signal, the daemon's kill, stop,
+// revoke, e-stop and shutdown, the control plane), an internal error
+// (Run.Fail) or a panic of the loop itself (Run.afterPanic). The ladder
+// starts at once, and its first step revokes the agent's LLM handle.
+func (l *loop) kill(t symptoms.Symptom) {
 	l.trigger = &t
 	l.state = StateStopping
-	return l.eff.ladder(t, l.dump, l.dumpPID)
+	l.ladder = l.eff.ladder(t, l.dump, l.dumpPID)
 }
 
 // reconfigure applies a new agent file to the running agent: checks and

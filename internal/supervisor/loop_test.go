@@ -31,18 +31,10 @@ type fakeEffects struct {
 	shadows  []symptoms.Symptom
 	warns    []symptoms.Symptom
 	events   []Event
-	decided  []symptoms.Symptom
-	order    []string // decide, ladder and the events' types, in order
+	order    []string // ladder and the events' types, in order
 }
 
 func newFake() *fakeEffects { return &fakeEffects{result: make(chan escalate.Result, 1)} }
-
-func (f *fakeEffects) decide(t symptoms.Symptom) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.decided = append(f.decided, t)
-	f.order = append(f.order, "decide")
-}
 
 func (f *fakeEffects) ladder(t symptoms.Symptom, _ string, _ int) <-chan escalate.Result {
 	f.mu.Lock()
@@ -426,21 +418,21 @@ func TestLoopEngineTimeMonotonic(t *testing.T) {
 	})
 }
 
-// The decision to kill is acted on (decide: the id made, the handle
-// revoked) before the symptom is logged or reported and before the ladder
-// (and its autopsy) starts; once, with the ladder's trigger — for an
-// operator's kill too. Shadow mode decides nothing.
+// The decision to kill is acted on (the ladder started, which revokes the
+// handle first and then takes the autopsy) before the symptom is logged or
+// reported; once, for the first terminal symptom — for an operator's kill
+// too. Shadow mode starts nothing.
 func TestLoopDecideFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, q := startMetered(t, agentWith(config.Checks{Cost: &config.CostLimit{Kill: 1}, Tokens: &config.Limit{Kill: 10}}))
 		q.Request(gateway.Record{At: time.Now(), Model: "m", Status: 200, InputTokens: 100, CostUSD: 2, Priced: true})
 		synctest.Wait()
-		require.Equal(t, []string{EventLLMRequest, "decide", EventSymptom, EventSymptom, "ladder"}, h.fake.order)
-		require.Len(t, h.fake.decided, 1)
-		require.Equal(t, h.ladders()[0], h.fake.decided[0], "decided for the ladder's trigger")
+		require.Equal(t, []string{EventLLMRequest, "ladder", EventSymptom, EventSymptom}, h.fake.order)
+		require.Len(t, h.ladders(), 1)
+		require.Equal(t, *h.fake.events[1].Symptom, h.ladders()[0], "the first terminal symptom is the ladder's trigger")
 		h.l.kills <- killReq{"ops", "late"}
 		synctest.Wait()
-		require.Len(t, h.fake.decided, 1, "a kill during the ladder decides nothing more")
+		require.Len(t, h.ladders(), 1, "a kill during the ladder decides nothing more")
 		h.fake.result <- escalate.Result{Empty: true}
 		<-h.out
 	})
@@ -448,8 +440,8 @@ func TestLoopDecideFirst(t *testing.T) {
 		h := start(t, agentWith(config.Checks{}))
 		h.l.kills <- killReq{"ops", "now"}
 		synctest.Wait()
-		require.Equal(t, []string{"decide", EventSymptom, "ladder"}, h.fake.order)
-		require.Equal(t, symptoms.Manual, h.fake.decided[0].Check)
+		require.Equal(t, []string{"ladder", EventSymptom}, h.fake.order)
+		require.Equal(t, symptoms.Manual, h.ladders()[0].Check)
 		h.fake.result <- escalate.Result{Empty: true}
 		<-h.out
 	})
@@ -458,7 +450,7 @@ func TestLoopDecideFirst(t *testing.T) {
 		a.Mode = config.ModeShadow
 		h := start(t, a)
 		h.send("ERROR=x")
-		require.Empty(t, h.fake.decided, "shadow mode refuses nothing")
+		require.Empty(t, h.ladders(), "shadow mode refuses nothing")
 		require.Len(t, h.fake.shadows, 1)
 		close(h.exited)
 		<-h.out

@@ -57,9 +57,9 @@ type Run struct {
 	stderr               *stream
 	sampler              sampler
 
-	// Touched only from the loop goroutine (through effects).
-	killID      string         // the kill's event id, once decided: the certificate's id
-	revoked     *escalate.Step // the revocation at the decision, with a gateway
+	// Touched only from the loop goroutine (through effects), and the
+	// autopsy from the ladder it starts, before the loop reads it.
+	killID      string // the kill's event id, once decided: the certificate's id
 	triggeredAt time.Time
 	autopsy     []procfs.Proc
 	external    bool
@@ -163,9 +163,9 @@ func (r *Run) afterPanic(e *fault.Error) (out Outcome) {
 			trigger = l.trigger
 		}
 	} else {
-		l.trigger, l.state = &s, StateStopping
+		l.kill(s)
 		l.publish()
-		res = <-r.ladder(s, l.dump, l.dumpPID)
+		res = <-l.ladder
 	}
 	out = r.finish(&res, trigger, l.runState())
 	l.state = StateExited
