@@ -172,13 +172,13 @@ func (e *Error) Unwrap() error { return e.Err }
 // was opened is closed again.
 //
 // Errors: *Error, naming the service.
-func Open(o Options) (h *Host, err error) {
-	h = &Host{o: o, log: o.Log, journalDir: filepath.Join(o.StateDir, "runs"), gwDone: make(chan struct{})}
+func Open(o Options) (_ *Host, err error) {
+	h := &Host{o: o, log: o.Log, journalDir: filepath.Join(o.StateDir, "runs"), gwDone: make(chan struct{})}
 	close(h.gwDone) // until Start serves the gateway
 	defer func() {
+		// h, not the nil result an error return sets.
 		if err != nil {
 			h.Close()
-			h = nil
 		}
 	}()
 	if !o.NoProcesses {
