@@ -50,8 +50,8 @@ HK_REQUIRE_PROMTOOL ?= $(if $(CI),1)
 # (one of them leaves a dead supervise's cgroup behind on purpose).
 test-go:
 	HK_REQUIRE_PROMTOOL=$(HK_REQUIRE_PROMTOOL) $(GO) test -race -count=1 -timeout 15m \
-		$$($(GO) list ./... | grep -v /internal/benchcompare)
-	$(GO) test -count=1 -timeout 5m ./internal/benchcompare/
+		$$($(GO) list ./... | grep -v /tools/benchcompare)
+	$(GO) test -count=1 -timeout 5m ./tools/benchcompare/
 	cd internal/gateway/sdktest && $(GO) test -race -count=1 -timeout 5m ./...
 
 # The long loops of the guarantees (make test runs a short loop of each):
@@ -129,16 +129,16 @@ bench:
 
 # hermeskilld side by side with tini, dumb-init, coreutils timeout and the
 # harness's own floors, every comparison interleaved; one markdown table
-# (internal/benchcompare, docs/benchmarks.md). ~3 minutes on 2 cores;
+# (tools/benchcompare, docs/benchmarks.md). ~3 minutes on 2 cores;
 # BENCH_FLAGS=-quick for a short run, -n 10000, -rows 1,2, … (-help).
 # Installs tini and dumb-init with apt-get when absent (as root).
 bench-compare:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	CGO_ENABLED=$(CGO) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$tmp/hermeskilld ./cmd/hermeskilld && \
-	CGO_ENABLED=$(CGO) $(GO) build -trimpath -o $$tmp/launchfloor ./internal/benchcompare/agents/launchfloor && \
+	CGO_ENABLED=$(CGO) $(GO) build -trimpath -o $$tmp/launchfloor ./tools/benchcompare/agents/launchfloor && \
 	env -u CGO_ENABLED $(GO) build -o $$tmp/hermeskilld-dynamic ./cmd/hermeskilld && \
-	env -u CGO_ENABLED $(GO) build -o $$tmp/launchfloor-dynamic ./internal/benchcompare/agents/launchfloor && \
-	$(GO) run ./internal/benchcompare -hk $$tmp/hermeskilld -floor $$tmp/launchfloor \
+	env -u CGO_ENABLED $(GO) build -o $$tmp/launchfloor-dynamic ./tools/benchcompare/agents/launchfloor && \
+	$(GO) run ./tools/benchcompare -hk $$tmp/hermeskilld -floor $$tmp/launchfloor \
 		-hk-dynamic $$tmp/hermeskilld-dynamic -floor-dynamic $$tmp/launchfloor-dynamic $(BENCH_FLAGS)
 
 lint:
