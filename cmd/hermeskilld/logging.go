@@ -4,7 +4,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"go.uber.org/zap"
@@ -43,8 +42,6 @@ func (f logFlags) newLogger() (*zap.Logger, error) {
 	core := zapcore.NewCore(enc, zapcore.Lock(unsynced{os.Stderr}), lvl)
 	return zap.New(core).Named("hermeskilld"), nil
 }
-
-func (f logFlags) String() string { return fmt.Sprintf("%s/%s", f.format, f.level) }
 
 // unsynced is stderr without Sync: each entry is written unbuffered, so
 // there is nothing to flush, and zap's Sync would fsync(2) a stderr that

@@ -61,9 +61,6 @@ type logReader struct {
 	// request came: the agent keeps writing, and a tail of n lines must
 	// not grow while it is read.
 	upto io.Reader
-	// draining: cur has been rotated away; read it to its end, then the
-	// files rotated after it, then the new live file.
-	draining bool
 }
 
 func openLog(ctx context.Context, path string, req control.LogsRequest) (*logReader, error) {

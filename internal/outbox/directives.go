@@ -22,16 +22,16 @@ import (
 
 // Directive actions hermeskilld acts on.
 const (
-	ActionKill = "kill"
-	// ActionRevoke is a standing revocation of the agent: killed, its LLM
+	actionKill = "kill"
+	// actionRevoke is a standing revocation of the agent: killed, its LLM
 	// access withdrawn, and kept from starting until an operator lifts it.
-	ActionRevoke = "revoke"
+	actionRevoke = "revoke"
 )
 
-// Defaults of PollerOptions.
+// Defaults of pollerOptions.
 const (
-	DefaultPollInterval = 10 * time.Second
-	DefaultMaxSeen      = 10000
+	defaultPollInterval = 10 * time.Second
+	defaultMaxSeen      = 10000
 )
 
 // maxDirectivesBody bounds a directives response.
@@ -46,12 +46,12 @@ type Directive struct {
 	Operator string `json:"operator"`
 }
 
-// PollerOptions configure a Poller. URL, Dir, Agents and Handle are
+// pollerOptions configure a poller. URL, Dir, Agents and Handle are
 // required.
-type PollerOptions struct {
+type pollerOptions struct {
 	URL       string // the control plane's base URL, as Options.URL
 	TokenFile string // as Options.TokenFile
-	// Dir keeps SeenFile (the outbox directory).
+	// Dir keeps seenFile (the outbox directory).
 	Dir string
 	// Interval between polls of all agents (default 10s), jittered ±20%.
 	Interval time.Duration
@@ -64,45 +64,45 @@ type PollerOptions struct {
 	// Agents returns the ids of the agents to poll for, at each poll.
 	Agents func() []string
 	// Handle is called once per new directive with a known action, on the
-	// Poller's goroutine: it should hand the work off, not wait for a kill
+	// poller's goroutine: it should hand the work off, not wait for a kill
 	// to finish.
 	Handle func(agentID string, d Directive)
 	Log    *zap.Logger
 }
 
-// Poller pulls directives from the control plane. Run (or PollOnce) is
+// poller pulls directives from the control plane. Run (or PollOnce) is
 // called from one goroutine at a time.
-type Poller struct {
-	opts PollerOptions
+type poller struct {
+	opts pollerOptions
 	base string
 	log  *zap.Logger
 	seen *seenSet
 }
 
-// NewPoller loads the remembered directive ids from Dir/SeenFile (an
+// newPoller loads the remembered directive ids from Dir/seenFile (an
 // unreadable file is logged and started afresh: at worst a directive is
-// acted on twice) and returns a Poller.
-func NewPoller(opts PollerOptions) (*Poller, error) {
+// acted on twice) and returns a poller.
+func newPoller(opts pollerOptions) (*poller, error) {
 	if opts.URL == "" || opts.Dir == "" || opts.Agents == nil || opts.Handle == nil {
 		return nil, errors.New("new poller: URL, Dir, Agents and Handle are required")
 	}
-	opts.Interval = cmp.Or(opts.Interval, DefaultPollInterval)
-	opts.Timeout = cmp.Or(opts.Timeout, DefaultTimeout)
-	opts.MaxSeen = cmp.Or(opts.MaxSeen, DefaultMaxSeen)
+	opts.Interval = cmp.Or(opts.Interval, defaultPollInterval)
+	opts.Timeout = cmp.Or(opts.Timeout, defaultTimeout)
+	opts.MaxSeen = cmp.Or(opts.MaxSeen, defaultMaxSeen)
 	opts.HTTPClient = withoutRedirects(opts.HTTPClient)
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	seen, err := loadSeen(filepath.Join(opts.Dir, SeenFile), opts.MaxSeen)
+	seen, err := loadSeen(filepath.Join(opts.Dir, seenFile), opts.MaxSeen)
 	if err != nil {
 		opts.Log.Error("directive ids seen before are lost; starting afresh", zap.Error(err))
 	}
-	return &Poller{opts: opts, base: strings.TrimRight(opts.URL, "/"), log: opts.Log, seen: seen}, nil
+	return &poller{opts: opts, base: strings.TrimRight(opts.URL, "/"), log: opts.Log, seen: seen}, nil
 }
 
 // Run polls every interval until ctx ends, then returns nil. The first poll
 // is after one (jittered) interval.
-func (p *Poller) Run(ctx context.Context) error {
+func (p *poller) Run(ctx context.Context) error {
 	t := time.NewTimer(p.jittered())
 	defer t.Stop()
 	for {
@@ -116,7 +116,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	}
 }
 
-func (p *Poller) jittered() time.Duration {
+func (p *poller) jittered() time.Duration {
 	d := p.opts.Interval
 	return d - d/5 + rand.N(2*d/5+1)
 }
@@ -124,7 +124,7 @@ func (p *Poller) jittered() time.Duration {
 // PollOnce asks once for the directives of every agent Agents returns and
 // hands the new ones to Handle. Failures are logged (the next poll tries
 // again); it returns how many directives were handed over.
-func (p *Poller) PollOnce(ctx context.Context) int {
+func (p *poller) PollOnce(ctx context.Context) int {
 	n := 0
 	for _, id := range p.opts.Agents() {
 		if ctx.Err() != nil {
@@ -147,7 +147,7 @@ func (p *Poller) PollOnce(ctx context.Context) int {
 }
 
 // handle acts on d once, then remembers it.
-func (p *Poller) handle(agentID string, d Directive) bool {
+func (p *poller) handle(agentID string, d Directive) bool {
 	log := p.log.With(zap.String("agent_id", agentID), zap.String("directive_id", d.ID),
 		zap.String("action", d.Action), zap.String("operator", d.Operator))
 	if d.ID == "" || d.Action == "" {
@@ -159,7 +159,7 @@ func (p *Poller) handle(agentID string, d Directive) bool {
 	}
 	acted := false
 	switch d.Action {
-	case ActionKill, ActionRevoke:
+	case actionKill, actionRevoke:
 		log.Info("control plane directive", zap.String("reason", d.Reason))
 		p.opts.Handle(agentID, d)
 		acted = true
@@ -172,11 +172,11 @@ func (p *Poller) handle(agentID string, d Directive) bool {
 	return acted
 }
 
-func (p *Poller) directivesURL(agentID string) string {
+func (p *poller) directivesURL(agentID string) string {
 	return p.base + "/agents/" + url.PathEscape(agentID) + "/directives"
 }
 
-func (p *Poller) fetch(ctx context.Context, agentID string) ([]Directive, error) {
+func (p *poller) fetch(ctx context.Context, agentID string) ([]Directive, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.directivesURL(agentID), nil)

@@ -47,9 +47,9 @@ func (r *recorder) all() []handled {
 	return append([]handled(nil), r.got...)
 }
 
-func newTestPoller(t *testing.T, cp *controlPlane, dir, token string, rec *recorder) *Poller {
+func newTestPoller(t *testing.T, cp *controlPlane, dir, token string, rec *recorder) *poller {
 	t.Helper()
-	p, err := NewPoller(PollerOptions{
+	p, err := newPoller(pollerOptions{
 		URL: cp.url(), Dir: dir, TokenFile: token, Interval: 5 * time.Millisecond,
 		Agents: func() []string { return []string{"a", "b", "c"} },
 		Handle: rec.handle, Log: zaptest.NewLogger(t),
@@ -82,7 +82,7 @@ func TestDirectivesAreHandledOnceAcrossRestarts(t *testing.T) {
 	assert.Zero(t, p.PollOnce(t.Context()), "the control plane repeats them; we do not")
 	assert.Equal(t, want, rec.all())
 
-	// A restart: a new Poller on the same directory remembers.
+	// A restart: a new poller on the same directory remembers.
 	p2 := newTestPoller(t, cp, dir, tok, rec)
 	assert.Zero(t, p2.PollOnce(t.Context()))
 	cp.mu.Lock()
@@ -122,7 +122,7 @@ func TestPollerRunPollsUntilCancelled(t *testing.T) {
 }
 
 func TestSeenIsBounded(t *testing.T) {
-	path := filepath.Join(t.TempDir(), SeenFile)
+	path := filepath.Join(t.TempDir(), seenFile)
 	s, err := loadSeen(path, 3)
 	require.NoError(t, err)
 	now := time.Now()
@@ -154,7 +154,7 @@ func TestPollerSurvivesAnErroringControlPlane(t *testing.T) {
 			srv := httptest.NewServer(h)
 			defer srv.Close()
 			rec := &recorder{}
-			p, err := NewPoller(PollerOptions{
+			p, err := newPoller(pollerOptions{
 				URL: srv.URL, Dir: t.TempDir(),
 				Agents: func() []string { return []string{"a"} }, Handle: rec.handle, Log: zaptest.NewLogger(t),
 			})

@@ -81,7 +81,7 @@
 //	                     "operator": "alice@cp"}]}
 //	204 or 404: no directives for this agent
 //
-// The Poller asks for each agent the daemon (or supervise) runs, every
+// The poller asks for each agent the daemon (or supervise) runs, every
 // poll interval (jittered by ±20%). The control plane may return a directive at every
 // poll until it expires on its side; hermeskilld acts once per (agent_id,
 // id): ids already acted on are remembered in directives-seen.json (the

@@ -51,28 +51,28 @@ func (o *Outbox) IsPending(certID string) bool {
 }
 
 // IsParked reports whether the certificate certID was refused by the
-// control plane and lies in ParkedDir.
+// control plane and lies in parkedDir.
 func (o *Outbox) IsParked(certID string) bool {
 	if checkID(certID) != nil {
 		return false
 	}
-	_, err := os.Stat(filepath.Join(o.opts.Dir, ParkedDir, certID+itemExt))
+	_, err := os.Stat(filepath.Join(o.opts.Dir, parkedDir, certID+itemExt))
 	return err == nil
 }
 
 // Dir is the outbox's directory.
 func (o *Outbox) Dir() string { return o.opts.Dir }
 
-// ErrTokenExposed: CheckTokenFile found the token file readable or
+// ErrTokenExposed: checkTokenFile found the token file readable or
 // writable by group or others.
 var ErrTokenExposed = errors.New("readable or writable by group or others")
 
-// CheckTokenFile checks the bearer token file as the other secret files
+// checkTokenFile checks the bearer token file as the other secret files
 // of hermeskilld are checked (signing keys, provider keys): a regular
 // file, of mode 0600 or 0400 (nothing for group or others), readable and
 // not empty. The token itself never appears in an error. The outbox reads
 // the file again at each attempt; this is the check at start.
-func CheckTokenFile(path string) error {
+func checkTokenFile(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("token file: %w", err)

@@ -98,15 +98,15 @@ func TestCheckTokenFile(t *testing.T) {
 		require.NoError(t, os.Chmod(p, mode))
 		return p
 	}
-	require.NoError(t, CheckTokenFile(write("ok", "s3cret\n", 0o600)))
-	require.NoError(t, CheckTokenFile(write("ro", "s3cret", 0o400)))
+	require.NoError(t, checkTokenFile(write("ok", "s3cret\n", 0o600)))
+	require.NoError(t, checkTokenFile(write("ro", "s3cret", 0o400)))
 	for _, mode := range []os.FileMode{0o640, 0o604, 0o620, 0o644} {
 		p := write("exposed", "s3cret", mode)
-		err := CheckTokenFile(p)
+		err := checkTokenFile(p)
 		require.ErrorIs(t, err, ErrTokenExposed, "%04o", mode)
 		require.NotContains(t, err.Error(), "s3cret")
 	}
-	require.ErrorContains(t, CheckTokenFile(write("empty", " \n", 0o600)), "is empty")
-	require.ErrorContains(t, CheckTokenFile(dir), "not a regular file")
-	require.ErrorIs(t, CheckTokenFile(filepath.Join(dir, "missing")), os.ErrNotExist)
+	require.ErrorContains(t, checkTokenFile(write("empty", " \n", 0o600)), "is empty")
+	require.ErrorContains(t, checkTokenFile(dir), "not a regular file")
+	require.ErrorIs(t, checkTokenFile(filepath.Join(dir, "missing")), os.ErrNotExist)
 }

@@ -17,7 +17,7 @@ import (
 
 // Link is a host's connection to its control plane, as control_plane in
 // the daemon file describes it: the Outbox that delivers certificates and,
-// when poll_interval is above 0, a Poller that pulls kill directives for
+// when poll_interval is above 0, a poller that pulls kill directives for
 // the host's agents. FromConfig opens it, Run runs it, Close closes it.
 type Link struct {
 	// Outbox is where certificates are enqueued (a recorder sink).
@@ -47,7 +47,7 @@ func FromConfig(cp *config.ControlPlane, stateDir string, log *zap.Logger, onSta
 	if cp.TokenFile != "" {
 		// Refused at start rather than sent: a token others can read is
 		// a token others can use.
-		if err := CheckTokenFile(cp.TokenFile); err != nil {
+		if err := checkTokenFile(cp.TokenFile); err != nil {
 			return nil, fmt.Errorf("control_plane: %w", err)
 		}
 	}
@@ -67,17 +67,17 @@ func FromConfig(cp *config.ControlPlane, stateDir string, log *zap.Logger, onSta
 // down. kill must return once the kill has begun (the ladder runs on the
 // agent's side), not wait for the death. A kill that fails is logged.
 //
-// Errors: ErrClosed or ErrRunning from the Outbox, or the Poller's.
+// Errors: ErrClosed or ErrRunning from the Outbox, or the poller's.
 func (l *Link) Run(ctx context.Context, agents func() []string, kill, revoke Kill) error {
-	var p *Poller
+	var p *poller
 	if l.cp.PollInterval > 0 {
 		log := l.log.Named("directives")
 		var err error
-		p, err = NewPoller(PollerOptions{URL: l.cp.URL, TokenFile: l.cp.TokenFile, Dir: l.dir,
+		p, err = newPoller(pollerOptions{URL: l.cp.URL, TokenFile: l.cp.TokenFile, Dir: l.dir,
 			Interval: l.cp.PollInterval, Timeout: l.cp.Timeout, Log: log, Agents: agents,
 			Handle: func(id string, d Directive) {
 				act := kill
-				if d.Action == ActionRevoke {
+				if d.Action == actionRevoke {
 					act = revoke
 				}
 				if err := act(context.WithoutCancel(ctx), id, d.KillReason(), d.KillOperator()); err != nil {

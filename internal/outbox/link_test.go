@@ -19,7 +19,7 @@ import (
 )
 
 func TestDirectiveKillReasonAndOperator(t *testing.T) {
-	d := Directive{ID: "d7", Action: ActionKill}
+	d := Directive{ID: "d7", Action: actionKill}
 	assert.Equal(t, "control plane directive d7", d.KillReason())
 	assert.Equal(t, "control-plane", d.KillOperator())
 	d.Reason, d.Operator = "runaway spend", "alice@cp"
@@ -34,8 +34,8 @@ type killed struct{ agent, reason, operator string }
 // and operator its certificate records, on a context that outlives Run's.
 func TestLinkFromConfig(t *testing.T) {
 	cp := newControlPlane(t, nil)
-	cp.directives["a"] = []Directive{{ID: "d0", Action: ActionRevoke, Reason: "model recalled"},
-		{ID: "d1", Action: ActionKill, Reason: "runaway spend", Operator: "alice@cp"}}
+	cp.directives["a"] = []Directive{{ID: "d0", Action: actionRevoke, Reason: "model recalled"},
+		{ID: "d1", Action: actionKill, Reason: "runaway spend", Operator: "alice@cp"}}
 	cfg := &config.ControlPlane{URL: cp.url(), PollInterval: 5 * time.Millisecond, Timeout: 2 * time.Second, MaxOutbox: 10}
 	state := t.TempDir()
 	var stats []Stats
@@ -83,7 +83,7 @@ func TestLinkFromConfig(t *testing.T) {
 // poll_interval 0: certificates only, nobody asks for directives.
 func TestLinkWithoutPolling(t *testing.T) {
 	cp := newControlPlane(t, nil)
-	cp.directives["a"] = []Directive{{ID: "d1", Action: ActionKill}}
+	cp.directives["a"] = []Directive{{ID: "d1", Action: actionKill}}
 	l, err := FromConfig(&config.ControlPlane{URL: cp.url()}, t.TempDir(), zaptest.NewLogger(t), nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)

@@ -45,16 +45,16 @@ var (
 
 // Defaults of Options.
 const (
-	DefaultTimeout    = 10 * time.Second
-	DefaultMaxItems   = 10000
-	DefaultMinBackoff = time.Second
-	DefaultMaxBackoff = 5 * time.Minute
+	defaultTimeout    = 10 * time.Second
+	defaultMaxItems   = 10000
+	defaultMinBackoff = time.Second
+	defaultMaxBackoff = 5 * time.Minute
 )
 
 // Names inside Options.Dir.
 const (
-	ParkedDir = "parked"               // refused items
-	SeenFile  = "directives-seen.json" // the Poller's memory
+	parkedDir = "parked"               // refused items
+	seenFile  = "directives-seen.json" // the poller's memory
 	lockFile  = ".lock"                // flock(2): one Outbox per directory
 	dirMode   = os.FileMode(0o750)     // as the certificates directory
 	fileMode  = certs.FileMode         // an item holds a certificate
@@ -141,15 +141,15 @@ func Open(opts Options) (*Outbox, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("open outbox: URL %q is not an http(s) URL", opts.URL)
 	}
-	opts.Timeout = cmp.Or(opts.Timeout, DefaultTimeout)
-	opts.MaxItems = cmp.Or(opts.MaxItems, DefaultMaxItems)
-	opts.MinBackoff = cmp.Or(opts.MinBackoff, DefaultMinBackoff)
-	opts.MaxBackoff = max(cmp.Or(opts.MaxBackoff, DefaultMaxBackoff), opts.MinBackoff)
+	opts.Timeout = cmp.Or(opts.Timeout, defaultTimeout)
+	opts.MaxItems = cmp.Or(opts.MaxItems, defaultMaxItems)
+	opts.MinBackoff = cmp.Or(opts.MinBackoff, defaultMinBackoff)
+	opts.MaxBackoff = max(cmp.Or(opts.MaxBackoff, defaultMaxBackoff), opts.MinBackoff)
 	opts.HTTPClient = withoutRedirects(opts.HTTPClient)
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	if err := os.MkdirAll(filepath.Join(opts.Dir, ParkedDir), dirMode); err != nil {
+	if err := os.MkdirAll(filepath.Join(opts.Dir, parkedDir), dirMode); err != nil {
 		return nil, fmt.Errorf("open outbox: %w", err)
 	}
 	lock, err := lockDir(opts.Dir)
@@ -214,7 +214,7 @@ func (o *Outbox) load() error {
 			}
 			continue
 		}
-		if name == SeenFile || !strings.HasSuffix(name, itemExt) || !de.Type().IsRegular() {
+		if name == seenFile || !strings.HasSuffix(name, itemExt) || !de.Type().IsRegular() {
 			continue
 		}
 		id := strings.TrimSuffix(name, itemExt)
@@ -240,7 +240,7 @@ func (o *Outbox) load() error {
 		o.byID[f.it.id] = f.it
 	}
 	o.stats.Pending = len(o.queue)
-	o.stats.Parked = countParked(filepath.Join(o.opts.Dir, ParkedDir))
+	o.stats.Parked = countParked(filepath.Join(o.opts.Dir, parkedDir))
 	if len(o.queue) > 0 {
 		o.log.Info("outbox has undelivered certificates", zap.Int("pending", len(o.queue)))
 	}
@@ -316,7 +316,7 @@ func checkID(id string) error {
 	case id == "":
 		return fmt.Errorf("%w: no cert_id", ErrBadCertificate)
 	case len(id) > maxIDLen, strings.HasPrefix(id, "."), strings.ContainsAny(id, "/\x00"),
-		id+itemExt == SeenFile:
+		id+itemExt == seenFile:
 		return fmt.Errorf("%w: cert_id unusable as a file name", ErrBadCertificate)
 	}
 	return nil
@@ -398,7 +398,7 @@ func (o *Outbox) countFailure() {
 
 // park moves Dir/<id>.json to parked/ and writes the reason next to it.
 func (o *Outbox) park(id, reason string) error {
-	pdir := filepath.Join(o.opts.Dir, ParkedDir)
+	pdir := filepath.Join(o.opts.Dir, parkedDir)
 	if err := atomicfile.WriteFile(filepath.Join(pdir, id+reasonExt), []byte(reason+"\n"), fileMode); err != nil {
 		return err
 	}

@@ -110,7 +110,7 @@ func (s *Summary) String() string {
 		parts = append(parts, fmt.Sprintf("%s for the control plane: %s", certsN(s.Own), strings.Join(ps, ", ")))
 	}
 	if s.OwnParked > 0 {
-		parts = append(parts, fmt.Sprintf("refused by the control plane: see %s", filepath.Join(s.OutboxDir, ParkedDir)))
+		parts = append(parts, fmt.Sprintf("refused by the control plane: see %s", filepath.Join(s.OutboxDir, parkedDir)))
 	}
 	if n := len(s.NotQueued); n > 0 {
 		parts = append(parts, fmt.Sprintf("%s not queued for the control plane (%v); only in the certificates directory", certsN(n), s.NotQueued[0]))

@@ -93,7 +93,7 @@ func TestPollerDoesNotFollowRedirects(t *testing.T) {
 	t.Cleanup(cp.Close)
 	tok := filepath.Join(t.TempDir(), "tok")
 	writeToken(t, tok, "pull-token")
-	p, err := NewPoller(PollerOptions{URL: cp.URL + "/api/", Dir: t.TempDir(), TokenFile: tok,
+	p, err := newPoller(pollerOptions{URL: cp.URL + "/api/", Dir: t.TempDir(), TokenFile: tok,
 		Agents: func() []string { return []string{"a"} }, Handle: func(string, Directive) {},
 		Log: zaptest.NewLogger(t)})
 	require.NoError(t, err)

@@ -278,6 +278,6 @@ func (o *Outbox) parkItem(it *item, reason string, log *zap.Logger) {
 	}
 	o.remove(it, func(s *Stats) {
 		s.Failures++
-		s.Parked = countParked(filepath.Join(o.opts.Dir, ParkedDir))
+		s.Parked = countParked(filepath.Join(o.opts.Dir, parkedDir))
 	})
 }

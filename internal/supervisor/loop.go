@@ -393,11 +393,3 @@ func sampleInterval(c config.Checks) time.Duration {
 	}
 	return idleSampling * c.SampleInterval
 }
-
-// StateOf names the run's state.
-func StateOf(stopping bool) string {
-	if stopping {
-		return StateStopping
-	}
-	return StateRunning
-}

@@ -10,10 +10,10 @@ import (
 	"unicode/utf8"
 )
 
-// TailSize is how much of each output stream is kept for last_output.
-const TailSize = 64 << 10
+// tailSize is how much of each output stream is kept for last_output.
+const tailSize = 64 << 10
 
-// tail keeps the last TailSize bytes written to it.
+// tail keeps the last tailSize bytes written to it.
 type tail struct {
 	mu  sync.Mutex
 	buf []byte
@@ -22,11 +22,11 @@ type tail struct {
 func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(p) >= TailSize {
-		t.buf = append(t.buf[:0], p[len(p)-TailSize:]...)
+	if len(p) >= tailSize {
+		t.buf = append(t.buf[:0], p[len(p)-tailSize:]...)
 		return len(p), nil
 	}
-	if over := len(t.buf) + len(p) - TailSize; over > 0 {
+	if over := len(t.buf) + len(p) - tailSize; over > 0 {
 		t.buf = append(t.buf[:0], t.buf[over:]...)
 	}
 	t.buf = append(t.buf, p...)

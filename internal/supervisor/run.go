@@ -28,9 +28,6 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
 
-// SocketName is the heartbeat socket's name inside Options.SocketDir.
-const SocketName = heartbeat.SocketName
-
 // Run is one supervised agent, from start to certificate. Its loop
 // goroutine owns the run's decisions; Run's methods only post requests to
 // it or read what it published, so none of them waits on the agent.
@@ -201,7 +198,7 @@ func (r *Run) start() error {
 	if err := heartbeat.PrepareDir(o.SocketDir, uid, gid); err != nil {
 		return fmt.Errorf("socket directory: %w", err)
 	}
-	sockPath := filepath.Join(o.SocketDir, SocketName)
+	sockPath := filepath.Join(o.SocketDir, heartbeat.SocketName)
 	sock, err := heartbeat.Listen(heartbeat.Config{
 		Path: sockPath, UID: uid, GID: gid,
 		Auth: heartbeat.AuthFunc(r.authenticate), Rate: o.HeartbeatRate, Poller: o.Poller,

@@ -175,14 +175,6 @@ func (b *bench) wait(cmd *exec.Cmd) error {
 	return err
 }
 
-// run starts cmd and waits for it.
-func (b *bench) run(cmd *exec.Cmd) error {
-	if err := b.start(cmd, false); err != nil {
-		return err
-	}
-	return b.wait(cmd)
-}
-
 // cpuTicks is utime+stime of pid in clock ticks (/proc/PID/stat).
 func cpuTicks(pid int) (int64, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
