@@ -16,13 +16,22 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
+
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/rotlog"
 )
 
-// logPoll is how often a follower looks for more output, and for a
-// rotation, once it has read everything.
-var logPoll = 100 * time.Millisecond
+// A follower that has read everything waits for an inotify event on the
+// log's directory: a write to the log, or its rotation (rotlog renames it
+// to ID.log.1 and creates a new one). It also looks every logRecheck, in
+// case an event was lost (inotify drops events when its queue overflows).
+// Without inotify (the per-user limit of instances reached, say) it looks
+// every logPoll instead.
+var (
+	logRecheck = time.Second
+	logPoll    = 100 * time.Millisecond
+)
 
 // Logs is GET /v1/agents/{id}/logs: the agent's output as the daemon
 // wrote it to state_dir/logs/ID.log (rotated by rotlog into ID.log.1,
@@ -61,15 +70,68 @@ type logReader struct {
 	// request came: the agent keeps writing, and a tail of n lines must
 	// not grow while it is read.
 	upto io.Reader
+
+	// wake has a value when the log's directory saw an event about path
+	// since the follower last looked; nil without a watcher.
+	wake    chan struct{}
+	watcher *fsnotify.Watcher
+	watched chan struct{} // closed when the goroutine reading watcher ends
+}
+
+// watch sets up the follower's watcher on path's directory, which sees
+// writes to path, path created, and path renamed away. (A watch on the
+// file itself would add nothing: it follows the inode, which a rotation
+// renames away.) Without a watcher the follower polls.
+func (lr *logReader) watch() {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return
+	}
+	if err := w.Add(filepath.Dir(lr.path)); err != nil {
+		w.Close()
+		return
+	}
+	lr.watcher, lr.wake, lr.watched = w, make(chan struct{}, 1), make(chan struct{})
+	go func() {
+		defer close(lr.watched)
+		for {
+			select {
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if filepath.Clean(ev.Name) == lr.path {
+					lr.signal()
+				}
+			case _, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				lr.signal() // an overflow, events lost: look again
+			}
+		}
+	}()
+}
+
+func (lr *logReader) signal() {
+	select {
+	case lr.wake <- struct{}{}:
+	default: // already signalled
+	}
 }
 
 func openLog(ctx context.Context, path string, req control.LogsRequest) (*logReader, error) {
-	lr := &logReader{ctx: ctx, path: path, follow: req.Follow}
+	lr := &logReader{ctx: ctx, path: filepath.Clean(path), follow: req.Follow}
+	if req.Follow {
+		// Before anything is read: what is written from here on is seen.
+		lr.watch()
+	}
 	cur, err := os.Open(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		cur = nil
 	case err != nil:
+		lr.Close()
 		return nil, err
 	}
 	lr.cur = cur
@@ -78,16 +140,16 @@ func openLog(ctx context.Context, path string, req control.LogsRequest) (*logRea
 	if cur != nil {
 		fi, err := cur.Stat()
 		if err != nil {
-			cur.Close()
+			lr.Close()
 			return nil, err
 		}
 		off, lines, err := tailStart(cur, fi.Size(), want)
 		if err != nil {
-			cur.Close()
+			lr.Close()
 			return nil, err
 		}
 		if _, err := cur.Seek(off, io.SeekStart); err != nil {
-			cur.Close()
+			lr.Close()
 			return nil, err
 		}
 		if !req.Follow {
@@ -186,7 +248,8 @@ func tailStart(f io.ReaderAt, size int64, n int) (int64, int, error) {
 }
 
 // Read implements io.Reader: the head, then the live file; following, it
-// waits for more (polling every logPoll) until ctx ends, then io.EOF.
+// waits for more (an event on the log, or a recheck) until ctx ends, then
+// io.EOF.
 func (lr *logReader) Read(p []byte) (int, error) {
 	for {
 		if lr.head != nil {
@@ -222,12 +285,28 @@ func (lr *logReader) Read(p []byte) (int, error) {
 		if lr.switchFile() {
 			continue
 		}
-		select {
-		case <-lr.ctx.Done():
+		if lr.wait() {
 			return 0, io.EOF
-		case <-time.After(logPoll):
 		}
 	}
+}
+
+// wait waits for an event on the log, or for the next recheck; it reports
+// whether ctx ended.
+func (lr *logReader) wait() bool {
+	every := logPoll
+	if lr.wake != nil {
+		every = logRecheck
+	}
+	t := time.NewTimer(every)
+	defer t.Stop()
+	select {
+	case <-lr.ctx.Done():
+		return true
+	case <-lr.wake: // nil without a watcher: never
+	case <-t.C:
+	}
+	return false
 }
 
 // switchFile, at the end of cur, moves on when cur was rotated away: what
@@ -279,8 +358,14 @@ func (lr *logReader) switchFile() bool {
 	return true
 }
 
-// Close closes the files.
+// Close closes the files and the watcher, and waits for the goroutine
+// reading the watcher to end.
 func (lr *logReader) Close() error {
+	if lr.watcher != nil {
+		lr.watcher.Close()
+		<-lr.watched
+		lr.watcher = nil
+	}
 	for _, f := range lr.older {
 		f.Close()
 	}

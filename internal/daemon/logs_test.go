@@ -6,6 +6,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/rotlog"
@@ -190,4 +192,81 @@ func TestLogTailDoesNotGrowWhileRead(t *testing.T) {
 	got, err := io.ReadAll(lr)
 	require.NoError(t, err)
 	require.Equal(t, "b\nc\n", string(got))
+}
+
+// A follower is woken by inotify, not by a timer: with the rechecks an
+// hour apart, each of 200 lines written through rotlog (3 rotations) is
+// read within 2 s of its write, every line once and in order, and a
+// cancel ends the stream and, at Close, the watcher's goroutine.
+func TestLogFollowIsEventDriven(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer func(r, p time.Duration) { logRecheck, logPoll = r, p }(logRecheck, logPoll)
+	logRecheck, logPoll = time.Hour, time.Hour
+
+	path := filepath.Join(t.TempDir(), "bot.log")
+	w, err := rotlog.Open(path, 500, 10)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lr, err := openLog(ctx, path, control.LogsRequest{Tail: 0, Follow: true})
+	require.NoError(t, err)
+	require.NotNil(t, lr.watcher, "inotify is available here")
+	got := &syncBuf{}
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(got, lr)
+		done <- err
+	}()
+
+	var want strings.Builder
+	for i := range 200 {
+		line := fmt.Sprintf("line %03d\n", i)
+		want.WriteString(line)
+		_, err := w.Write([]byte(line))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return got.String() == want.String() }, 2*time.Second, time.Millisecond,
+			"line %d not read within 2 s of its write; got %q", i, got.String())
+	}
+	require.NoError(t, w.Close())
+	require.FileExists(t, rotlog.Name(path, 3), "the 200 lines were written across 3 rotations")
+	require.NoFileExists(t, rotlog.Name(path, 4))
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "the end of ctx is the end of the stream")
+	case <-time.After(2 * time.Second):
+		t.Fatal("the follower did not end with its ctx")
+	}
+	require.NoError(t, lr.Close())
+	require.Equal(t, want.String(), got.String())
+}
+
+// Without a watcher (here: the log's directory does not exist yet, so
+// there is nothing to watch) a follower polls, and finds the log once it
+// is created.
+func TestLogFollowWithoutWatcherPolls(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	path := filepath.Join(dir, "bot.log")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lr, err := openLog(ctx, path, control.LogsRequest{Tail: -1, Follow: true})
+	require.NoError(t, err)
+	require.Nil(t, lr.watcher)
+	got := &syncBuf{}
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(got, lr)
+		done <- err
+	}()
+	require.NoError(t, os.Mkdir(dir, 0o750))
+	w, err := rotlog.Open(path, 0, 1)
+	require.NoError(t, err)
+	_, err = w.Write([]byte("hello\n"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return got.String() == "hello\n" }, 2*time.Second, 5*time.Millisecond)
+	require.NoError(t, w.Close())
+	cancel()
+	require.NoError(t, <-done)
+	require.NoError(t, lr.Close())
 }
