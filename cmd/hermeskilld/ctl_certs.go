@@ -389,15 +389,13 @@ func (f *certsFlags) summary(ctx context.Context, ref string) (control.CertSumma
 	if err != nil {
 		return control.CertSummary{}, err
 	}
-	var paths []string
 	var found []control.CertSummary
 	for _, r := range rows {
 		if r.err == nil {
-			paths = append(paths, r.Path)
 			found = append(found, r.CertSummary)
 		}
 	}
-	i, err := match(ref, found, paths, f.where())
+	i, err := match(ref, found, f.where())
 	if err != nil {
 		return control.CertSummary{}, &exitError{code: exitFailure, err: err}
 	}
@@ -426,20 +424,18 @@ func (f *certsFlags) load(ctx context.Context, ref string) (name string, data []
 	if err != nil {
 		return ref, nil, err
 	}
-	var paths []string
 	var found []control.CertSummary
 	for _, e := range entries {
 		if e.Cert != nil {
-			paths = append(paths, e.Path)
 			found = append(found, summaryOf(e.Path, e.Cert))
 		}
 	}
-	i, err := match(ref, found, paths, src.dir)
+	i, err := match(ref, found, src.dir)
 	if err != nil {
 		return ref, nil, err
 	}
-	data, err = certs.ReadFile(paths[i])
-	return paths[i], data, err
+	data, err = certs.ReadFile(found[i].Path)
+	return found[i].Path, data, err
 }
 
 func (f *certsFlags) where() string {
@@ -449,25 +445,17 @@ func (f *certsFlags) where() string {
 	return f.src.dir
 }
 
-// match finds the certificate ref names: its cert_id exactly, else the one
-// whose file name contains ref.
-func match(ref string, found []control.CertSummary, paths []string, where string) (int, error) {
-	var partial []int
-	for i, s := range found {
-		if s.CertID == ref {
-			return i, nil
-		}
-		if strings.Contains(filepath.Base(paths[i]), ref) {
-			partial = append(partial, i)
-		}
-	}
-	switch len(partial) {
+// match finds the certificate ref names in found (certs.Match: its cert_id,
+// else a unique part of its file name); where names the place for errors.
+func match(ref string, found []control.CertSummary, where string) (int, error) {
+	i, n := certs.Match(ref, found, func(s control.CertSummary) (string, string) { return s.CertID, s.Path })
+	switch n {
 	case 1:
-		return partial[0], nil
+		return i, nil
 	case 0:
 		return 0, fmt.Errorf("no certificate %q in %s", ref, where)
 	default:
-		return 0, fmt.Errorf("%q matches %d certificates in %s; give more of the id", ref, len(partial), where)
+		return 0, fmt.Errorf("%q matches %d certificates in %s; give more of the id", ref, n, where)
 	}
 }
 

@@ -5,7 +5,9 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -247,16 +249,23 @@ func (d *Daemon) Certs(agentID string) ([]control.CertSummary, error) {
 	return out, nil
 }
 
-// Cert is GET /v1/certs/{id}: the raw file.
+// Cert is GET /v1/certs/{id}: the raw file of the certificate id names
+// (certs.Match: its cert_id, or a unique part of its file name), among the
+// files of certs_dir that are certificates.
 func (d *Daemon) Cert(id string) ([]byte, error) {
 	if id == "" || strings.ContainsAny(id, "/\\") || strings.HasPrefix(id, ".") {
 		return nil, fmt.Errorf("%w: certificate %q", control.ErrBadInput, id)
 	}
-	matches, _ := filepath.Glob(filepath.Join(d.certsDir, "*"+id+"*.json"))
-	if len(matches) != 1 {
-		return nil, fmt.Errorf("%w: certificate %s (%d matches)", control.ErrNotFound, id, len(matches))
+	entries, err := certs.List(d.certsDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
 	}
-	return os.ReadFile(matches[0])
+	entries = slices.DeleteFunc(entries, func(e certs.Entry) bool { return e.Cert == nil })
+	i, n := certs.Match(id, entries, func(e certs.Entry) (string, string) { return e.Cert.CertID, e.Path })
+	if n != 1 {
+		return nil, fmt.Errorf("%w: certificate %s (%d matches)", control.ErrNotFound, id, n)
+	}
+	return certs.ReadFile(entries[i].Path)
 }
 
 // Subscribe is GET /v1/events.

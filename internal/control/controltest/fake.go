@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/control"
 )
 
@@ -319,11 +320,12 @@ func (b *Backend) Certs(agentID string) ([]control.CertSummary, error) {
 func (b *Backend) Cert(certID string) ([]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	f, ok := b.files[certID]
-	if !ok {
-		return nil, fmt.Errorf("%w: no certificate %s", control.ErrNotFound, certID)
+	// Named as the daemon names them.
+	i, n := certs.Match(certID, b.certs, func(s control.CertSummary) (string, string) { return s.CertID, s.Path })
+	if n != 1 {
+		return nil, fmt.Errorf("%w: certificate %s (%d matches)", control.ErrNotFound, certID, n)
 	}
-	return f, nil
+	return b.files[b.certs[i].CertID], nil
 }
 
 func (b *Backend) Subscribe() (<-chan control.Event, func()) {
