@@ -5,11 +5,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -91,7 +88,7 @@ all are valid, 1 otherwise.`,
 		RunE: func(c *cobra.Command, files []string) error {
 			bad := 0
 			for _, f := range files {
-				kind, note, err := checkFile(f, agent)
+				kind, note, err := config.CheckFile(f, agent)
 				if err != nil {
 					bad++
 					fmt.Fprintln(c.ErrOrStderr(), err)
@@ -107,67 +104,4 @@ all are valid, 1 otherwise.`,
 	}
 	c.Flags().BoolVar(&agent, "agent", false, "treat every FILE as an agent file")
 	return c
-}
-
-// checkFile validates one file as what it looks like, then checks it
-// against this host.
-func checkFile(path string, forceAgent bool) (kind, note string, err error) {
-	if !forceAgent {
-		cfg, err := config.LoadDaemon(path)
-		if err == nil {
-			return checkDaemonFile(cfg)
-		}
-		if !looksLikeAgentError(err) {
-			return "", "", err
-		}
-	}
-	a, err := config.LoadAgent(path, nil)
-	if err != nil {
-		return "", "", err
-	}
-	a.Normalize()
-	if err := a.Validate(true); err != nil {
-		return "", "", err
-	}
-	if err := a.CheckHost(nil); err != nil {
-		return "", "", err
-	}
-	var only []string
-	if a.Gateway.On() {
-		only = append(only, "gateway")
-	}
-	if a.ControlPlane != nil {
-		only = append(only, "control_plane")
-	}
-	if len(only) > 0 {
-		// Valid for supervise --config; the daemon would refuse the file.
-		it, section := "it", "section serves"
-		if len(only) > 1 {
-			it, section = "either", "sections serve"
-		}
-		note = fmt.Sprintf(" for supervise --config (%s: the daemon refuses an agent file that sets %s; its own file's %s every agent)",
-			strings.Join(only, " and "), it, section)
-	}
-	return "agent", note, nil
-}
-
-// checkDaemonFile checks a valid daemon file as the daemon does when it
-// starts on this host (config.Daemon.CheckHost); a default agents_dir that
-// does not exist is created by the daemon (the note says so).
-func checkDaemonFile(cfg *config.Daemon) (kind, note string, err error) {
-	if err := cfg.CheckHost(); err != nil {
-		return "", "", err
-	}
-	if cfg.CreatesAgentsDir() {
-		note = fmt.Sprintf(" (agents_dir %s does not exist: the daemon will create it)", cfg.AgentsDir)
-	}
-	return "daemon", note, nil
-}
-
-// looksLikeAgentError: the daemon schema rejected a top-level agent key,
-// so the file is probably an agent file.
-func looksLikeAgentError(err error) bool {
-	var ce *config.Error
-	return errors.As(err, &ce) && ce.Kind == config.ErrUnknownKey &&
-		slices.Contains([]string{"id", "command", "checks", "escalation", "labels"}, ce.Key)
 }

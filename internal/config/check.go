@@ -4,7 +4,6 @@
 package config
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -98,11 +97,14 @@ func (c *Daemon) CreatesAgentsDir() bool {
 //     file with execute permission for it, on a file system not mounted
 //     noexec, every directory on the way searchable by it.
 //
-// Permissions are read as the kernel applies them: owner, group, other
-// bits, POSIX ACLs where a file has one, and root's override (root may
-// search anything and execute a file with any execute bit). What this
-// process cannot stat itself (check-config run by a user who may not
-// look inside a directory) is not reported.
+// The kernel is asked, as that user (see kernelExec): its answer covers
+// the owner, group and other bits, POSIX ACLs, root's capabilities (root
+// may search anything and execute a file with any execute bit) and
+// noexec mounts. Only root can ask as another user: run by anyone else,
+// CheckHost of an agent of another user with a cwd or a command reports
+// at the line of user that the check needs root. What this process
+// cannot stat itself (check-config run by a user who may not look inside
+// a directory) is not reported.
 //
 // data is the content a was parsed from (its file a.Source), for the
 // lines of the errors; nil reads a.Source again. Errors name a.Source and
@@ -115,15 +117,17 @@ func (a *Agent) CheckHost(data []byte) error {
 		return hc.err()
 	}
 	who := describeUser(a.User, cred)
-	if cred == nil {
-		cred = ownCredential()
+	hasCommand := len(a.Command) > 0 && a.Command[0] != ""
+	if !mayAsk(cred) && (a.Cwd != "" || hasCommand) {
+		hc.add("user", fmt.Errorf("checking what %s may enter and execute %w (it runs as uid %d)", who, errNeedsRoot, os.Geteuid()))
+		return hc.err()
 	}
 	if a.Cwd != "" {
 		if err := checkDir(cred, a.Cwd); err != nil {
 			hc.add("cwd", fmt.Errorf("%s: %s cannot enter it: %w", a.Cwd, who, err))
 		}
 	}
-	if len(a.Command) > 0 && a.Command[0] != "" {
+	if hasCommand {
 		path, how, err := resolveCommand(a.Command[0], a.Cwd)
 		if err == nil {
 			err = checkExec(cred, path)
@@ -152,6 +156,7 @@ func (a *Agent) CheckRunAs(data []byte) error {
 
 // CheckEnter says why cred may not enter dir (search permission on it and
 // on every directory above it, as CheckHost checks cwd), nil when it may.
+// As for CheckHost, only root can ask about another user.
 func CheckEnter(cred *syscall.Credential, dir string) error {
 	return checkDir(cred, dir)
 }
@@ -217,16 +222,6 @@ func lookupGroup(name string) error {
 	return fmt.Errorf("group %q: %w", name, err)
 }
 
-// ownCredential is this process's: the agents without a user run with it.
-func ownCredential() *syscall.Credential {
-	c := &syscall.Credential{Uid: uint32(os.Geteuid()), Gid: uint32(os.Getegid())}
-	groups, _ := os.Getgroups()
-	for _, g := range groups {
-		c.Groups = append(c.Groups, uint32(g))
-	}
-	return c
-}
-
 // describeUser names who an agent runs as in messages.
 func describeUser(name string, cred *syscall.Credential) string {
 	if name == "" {
@@ -265,13 +260,14 @@ func resolveCommand(argv0, cwd string) (path, how string, err error) {
 	return filepath.Join(base, argv0), "", nil
 }
 
-// mayExec is the permission bit of executing a file, of searching a
-// directory.
-const mayExec = 0o1
-
 // checkExec says why cred may not execute path, nil when it may.
 func checkExec(cred *syscall.Credential, path string) error {
-	if err := searchable(cred, path); err != nil {
+	dirs := pathDirs(path)
+	access, err := kernelExec(cred, append(dirs, path))
+	if err != nil {
+		return err
+	}
+	if err := searchable(dirs, access); err != nil {
 		return err
 	}
 	fi, err := os.Stat(path)
@@ -286,19 +282,28 @@ func checkExec(cred *syscall.Credential, path string) error {
 		return errors.New("it is a directory")
 	case !fi.Mode().IsRegular():
 		return fmt.Errorf("it is not a regular file (%s)", fi.Mode().Type())
-	case !permits(cred, path, fi, mayExec):
-		return fmt.Errorf("no execute permission (%s)", ownerMode(fi))
+	case access[path] == nil:
+		return nil
 	}
+	// The kernel refuses to execute any file of a noexec mount.
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err == nil && st.Flags&unix.ST_NOEXEC != 0 {
 		return errors.New("its file system is mounted noexec")
 	}
-	return nil
+	if errors.Is(access[path], unix.EACCES) {
+		return fmt.Errorf("no execute permission (%s)", ownerMode(fi))
+	}
+	return access[path]
 }
 
 // checkDir says why cred may not enter dir, nil when it may.
 func checkDir(cred *syscall.Credential, dir string) error {
-	if err := searchable(cred, dir); err != nil {
+	dirs := pathDirs(dir)
+	access, err := kernelExec(cred, append(dirs, dir))
+	if err != nil {
+		return err
+	}
+	if err := searchable(dirs, access); err != nil {
 		return err
 	}
 	fi, err := os.Stat(dir)
@@ -311,27 +316,33 @@ func checkDir(cred *syscall.Credential, dir string) error {
 		return err
 	case !fi.IsDir():
 		return errors.New("it is not a directory")
-	case !permits(cred, dir, fi, mayExec):
+	case errors.Is(access[dir], unix.EACCES):
 		return fmt.Errorf("no search permission (%s)", ownerMode(fi))
 	}
-	return nil
+	return access[dir]
 }
 
-// searchable says which directory above path cred may not search (the
-// kernel needs search permission on each to reach path), nil when it may
-// search them all. The directories of the path as written are checked,
-// and those of the path with its symbolic links resolved.
-func searchable(cred *syscall.Credential, path string) error {
+// pathDirs are the directories the kernel must search to reach path:
+// those above the path as written, and those above the path with its
+// symbolic links resolved, from the root, each once.
+func pathDirs(path string) []string {
 	dirs := ancestors(path)
 	if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
 		dirs = append(dirs, ancestors(real)...)
 	}
 	seen := map[string]bool{}
-	for _, d := range dirs {
-		if seen[d] {
-			continue
-		}
+	return slices.DeleteFunc(dirs, func(d string) bool {
+		dup := seen[d]
 		seen[d] = true
+		return dup
+	})
+}
+
+// searchable says which of dirs (pathDirs') may not be searched, by the
+// kernel's answers in access (kernelExec's), nil when all may. The first
+// refused is named: each is reached through those before it.
+func searchable(dirs []string, access map[string]error) error {
+	for _, d := range dirs {
 		fi, err := os.Stat(d)
 		switch {
 		case errors.Is(err, fs.ErrPermission):
@@ -342,8 +353,10 @@ func searchable(cred *syscall.Credential, path string) error {
 			return err
 		case !fi.IsDir():
 			return fmt.Errorf("%s is not a directory", d)
-		case !permits(cred, d, fi, mayExec):
+		case errors.Is(access[d], unix.EACCES):
 			return fmt.Errorf("it may not search %s (%s)", d, ownerMode(fi))
+		case access[d] != nil:
+			return access[d]
 		}
 	}
 	return nil
@@ -366,119 +379,6 @@ func ancestors(p string) []string {
 func ownerMode(fi fs.FileInfo) string {
 	st := fi.Sys().(*syscall.Stat_t)
 	return fmt.Sprintf("mode %04o, owner %d:%d", fi.Mode().Perm(), st.Uid, st.Gid)
-}
-
-// permits says whether cred may do want (permission bits: mayExec) on the file
-// path whose stat is fi, as the kernel decides it (generic_permission):
-// root may search any directory and execute a file with any execute bit;
-// others get the owner's, the group's or the others' bits, or what the
-// file's access ACL grants them.
-func permits(cred *syscall.Credential, path string, fi fs.FileInfo, want uint32) bool {
-	perm := uint32(fi.Mode().Perm())
-	if cred.Uid == 0 {
-		return want&mayExec == 0 || fi.IsDir() || perm&0o111 != 0
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	if acl, ok := readACL(path); ok {
-		return acl.permits(cred, st, want)
-	}
-	switch {
-	case st.Uid == cred.Uid:
-		perm >>= 6
-	case inGroup(cred, st.Gid):
-		perm >>= 3
-	}
-	return perm&want == want
-}
-
-func inGroup(cred *syscall.Credential, gid uint32) bool {
-	return cred.Gid == gid || slices.Contains(cred.Groups, gid)
-}
-
-// The entries of a POSIX access ACL as Linux stores it in the
-// system.posix_acl_access extended attribute (little-endian: a version,
-// 2, then tag, permissions and id of each entry).
-const (
-	aclUserObj  = 0x01
-	aclUser     = 0x02
-	aclGroupObj = 0x04
-	aclGroup    = 0x08
-	aclMask     = 0x10
-	aclOther    = 0x20
-)
-
-type aclEntry struct {
-	tag, perm uint16
-	id        uint32
-}
-
-type acl []aclEntry
-
-// readACL reads path's access ACL; false when it has none (or it cannot
-// be read: then the mode bits decide, as they do for most files).
-func readACL(path string) (acl, bool) {
-	const attr = "system.posix_acl_access"
-	n, err := unix.Getxattr(path, attr, nil)
-	if err != nil || n < 4 {
-		return nil, false
-	}
-	buf := make([]byte, n)
-	if n, err = unix.Getxattr(path, attr, buf); err != nil {
-		return nil, false
-	}
-	buf = buf[:n]
-	if len(buf) < 4 || binary.LittleEndian.Uint32(buf) != 2 || (len(buf)-4)%8 != 0 {
-		return nil, false
-	}
-	var a acl
-	for b := buf[4:]; len(b) >= 8; b = b[8:] {
-		a = append(a, aclEntry{tag: binary.LittleEndian.Uint16(b), perm: binary.LittleEndian.Uint16(b[2:]), id: binary.LittleEndian.Uint32(b[4:])})
-	}
-	return a, true
-}
-
-// permits is the access check of acl(5): the owner's entry for the
-// owner; a named user's entry (within the mask); else, if any group entry
-// matches, whether one of them grants it (within the mask); else other.
-func (a acl) permits(cred *syscall.Credential, st *syscall.Stat_t, want uint32) bool {
-	mask := uint16(7)
-	for _, e := range a {
-		if e.tag == aclMask {
-			mask = e.perm
-		}
-	}
-	entry := func(tag uint16) (uint16, bool) {
-		for _, e := range a {
-			if e.tag == tag {
-				return e.perm, true
-			}
-		}
-		return 0, false
-	}
-	grants := func(p uint16) bool { return uint32(p)&want == want }
-	if st.Uid == cred.Uid {
-		p, _ := entry(aclUserObj)
-		return grants(p)
-	}
-	for _, e := range a {
-		if e.tag == aclUser && e.id == cred.Uid {
-			return grants(e.perm & mask)
-		}
-	}
-	matched := false
-	for _, e := range a {
-		if e.tag == aclGroupObj && inGroup(cred, st.Gid) || e.tag == aclGroup && inGroup(cred, e.id) {
-			matched = true
-			if grants(e.perm & mask) {
-				return true
-			}
-		}
-	}
-	if matched {
-		return false
-	}
-	p, _ := entry(aclOther)
-	return grants(p)
 }
 
 // hostError is a message that wraps a sentinel without repeating its text.

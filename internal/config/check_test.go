@@ -4,18 +4,23 @@
 package config
 
 import (
-	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -173,41 +178,253 @@ func TestAgentCheckHostUnknownUserAndCommand(t *testing.T) {
 	require.EqualError(t, err, path+":2: command: "+dir+": hermeskilld's own user (uid "+strconv.Itoa(os.Geteuid())+") cannot execute it: it is a directory")
 }
 
-// A POSIX ACL that grants uid 65534 what the mode bits do not: the check
-// reads it as the kernel does, and does not refuse a command that runs.
+// setfacl runs setfacl(1) with args. Without it (Debian: apt-get install
+// acl; .ci/run installs it), or on a file system without POSIX ACLs, the
+// test is skipped.
+func setfacl(t *testing.T, args ...string) {
+	t.Helper()
+	bin, err := exec.LookPath("setfacl")
+	if err != nil {
+		t.Skipf("setfacl is not on PATH (%v): install it (Debian: apt-get install acl) to test POSIX ACLs", err)
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil && strings.Contains(string(out), "Operation not supported") {
+		t.Skipf("the file system has no POSIX ACLs: setfacl %s: %s", strings.Join(args, " "), out)
+	}
+	require.NoError(t, err, "setfacl %s: %s", strings.Join(args, " "), out)
+}
+
+// POSIX ACLs, set with setfacl: the check answers as the kernel does
+// (execve as uid 65534 is the judge), for what the mode bits alone would
+// answer otherwise.
 func TestAgentCheckHostACL(t *testing.T) {
 	needRoot(t)
 	nobody := nobodyName(t)
 	dir := testnobody.Dir(t)
 	private := mkdir(t, filepath.Join(dir, "private"), 0o700)
 	agent := writeFile(t, filepath.Join(private, "agent"), "#!/bin/sh\n", 0o700)
-	// user::rwx user:65534:r-x group::--- mask::r-x other::---
-	aclFor := func(userPerm uint16) []byte {
-		b := binary.LittleEndian.AppendUint32(nil, 2)
-		for _, e := range []aclEntry{{aclUserObj, 7, 0xffffffff}, {aclUser, userPerm, testnobody.UID}, {aclGroupObj, 0, 0xffffffff}, {aclMask, 5, 0xffffffff}, {aclOther, 0, 0xffffffff}} {
-			b = binary.LittleEndian.AppendUint16(b, e.tag)
-			b = binary.LittleEndian.AppendUint16(b, e.perm)
-			b = binary.LittleEndian.AppendUint32(b, e.id)
-		}
-		return b
+	src := "id: bot\nuser: " + nobody + "\ncommand: [" + agent + "]\n"
+	who := `user "` + nobody + `" (uid 65534)`
+	check := func() error {
+		t.Helper()
+		_, err := checkAgentFile(t, dir, src)
+		return err
 	}
-	for _, p := range []string{private, agent} {
-		if err := unix.Setxattr(p, "system.posix_acl_access", aclFor(5), 0); err != nil {
-			if errors.Is(err, unix.EOPNOTSUPP) {
-				t.Skipf("the file system of %s has no POSIX ACLs: %v", p, err)
-			}
-			require.NoError(t, err)
-		}
-	}
-	_, err := checkAgentFile(t, dir, "id: bot\nuser: "+nobody+"\ncommand: ["+agent+"]\n")
-	require.NoError(t, err, "the ACL grants uid 65534 search and execute")
+
+	// A named user entry grants search and execute that the mode bits
+	// (0700, root's) do not.
+	setfacl(t, "-m", "u:"+strconv.Itoa(testnobody.UID)+":rx", private, agent)
+	require.NoError(t, check(), "the ACL grants uid 65534 search and execute")
 	require.True(t, kernelRuns(t, agent))
 
-	// Its named entry without x: denied, although other users' bits are not asked.
-	require.NoError(t, unix.Setxattr(agent, "system.posix_acl_access", aclFor(4), 0))
-	_, err = checkAgentFile(t, dir, "id: bot\nuser: "+nobody+"\ncommand: ["+agent+"]\n")
-	require.ErrorContains(t, err, "cannot execute it: no execute permission")
+	// The mask limits the named entry: r-- on the file denies execute, on
+	// the directory search.
+	setfacl(t, "-m", "m::r", agent)
+	require.ErrorContains(t, check(), ": "+who+" cannot execute it: no execute permission (mode 0740, owner 0:0)")
 	require.False(t, kernelRuns(t, agent))
+	setfacl(t, "-m", "m::rx", agent)
+	require.NoError(t, check())
+	setfacl(t, "-m", "m::r", private)
+	require.ErrorContains(t, check(), ": "+who+" cannot execute it: it may not search "+private+" (mode 0740, owner 0:0)")
+	require.False(t, kernelRuns(t, agent))
+	setfacl(t, "-m", "m::rx", private)
+	require.NoError(t, check())
+
+	// The named user's entry decides for that user: without x it is
+	// denied, although a group entry of a group it is in grants x.
+	setfacl(t, "-m", "u:"+strconv.Itoa(testnobody.UID)+":r,g:"+strconv.Itoa(testnobody.GID)+":rx", agent)
+	require.ErrorContains(t, check(), ": "+who+" cannot execute it: no execute permission")
+	require.False(t, kernelRuns(t, agent))
+
+	// Without a named user entry, the group entry of its group grants it.
+	setfacl(t, "-x", "u:"+strconv.Itoa(testnobody.UID), agent)
+	require.NoError(t, check(), "the ACL grants the group 65534 execute")
+	require.True(t, kernelRuns(t, agent))
+
+	// Without its extended entries, the file is back to its mode bits
+	// (0700: the group entry's bits were ---).
+	setfacl(t, "-b", agent)
+	require.ErrorContains(t, check(), ": "+who+" cannot execute it: no execute permission (mode 0700, owner 0:0)")
+	require.False(t, kernelRuns(t, agent))
+}
+
+// The mode bits alone, the kernel's answers: the owner's execute bit for
+// the owner, none for the others, and a directory on the way that the user
+// may not search.
+func TestAgentCheckHostModeBits(t *testing.T) {
+	needRoot(t)
+	nobody := nobodyName(t)
+	dir := testnobody.Dir(t)
+	sub := mkdir(t, filepath.Join(dir, "sub"), 0o755)
+	agent := writeFile(t, filepath.Join(sub, "agent"), "#!/bin/sh\n", 0o700)
+	require.NoError(t, os.Chown(agent, testnobody.UID, testnobody.GID))
+	src := "id: bot\nuser: " + nobody + "\ncommand: [" + agent + "]\n"
+	who := `user "` + nobody + `" (uid 65534)`
+
+	// Execute for the owner only: the owner, uid 65534, may.
+	_, err := checkAgentFile(t, dir, src)
+	require.NoError(t, err)
+	require.True(t, kernelRuns(t, agent))
+
+	// Owned by root, execute for the owner only: uid 65534 may not;
+	// root, with one execute bit, may.
+	require.NoError(t, os.Chown(agent, 0, 0))
+	path, err := checkAgentFile(t, dir, src)
+	require.EqualError(t, err, path+":3: command: "+agent+": "+who+" cannot execute it: no execute permission (mode 0700, owner 0:0)")
+	require.False(t, kernelRuns(t, agent))
+	_, err = checkAgentFile(t, dir, "id: bot\ncommand: ["+agent+"]\n")
+	require.NoError(t, err)
+
+	// A directory on the way without search permission for others (r--
+	// is not enough): named, whatever the file's own mode.
+	require.NoError(t, os.Chmod(agent, 0o755))
+	require.NoError(t, os.Chmod(sub, 0o754))
+	path, err = checkAgentFile(t, dir, src)
+	require.EqualError(t, err, path+":3: command: "+agent+": "+who+" cannot execute it: it may not search "+sub+" (mode 0754, owner 0:0)")
+	require.False(t, kernelRuns(t, agent))
+
+	// Its group's bits for a member of the group: searchable again.
+	require.NoError(t, os.Chown(sub, 0, testnobody.GID))
+	require.NoError(t, os.Chmod(sub, 0o750))
+	_, err = checkAgentFile(t, dir, src)
+	require.NoError(t, err)
+	require.True(t, kernelRuns(t, agent))
+
+	// A symbolic link is checked at both ends: the directories to the link
+	// and those to its target.
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(agent, link))
+	require.NoError(t, os.Chmod(sub, 0o700))
+	path, err = checkAgentFile(t, dir, "id: bot\nuser: "+nobody+"\ncommand: ["+link+"]\n")
+	require.EqualError(t, err, path+":3: command: "+link+": "+who+" cannot execute it: it may not search "+sub+" (mode 0700, owner 0:65534)")
+	require.False(t, kernelRuns(t, link))
+}
+
+// asNobody is set in the environment of the test binary run again as uid
+// 65534 by TestAgentCheckHostNotRoot; its value is the directory of the
+// files to check.
+const asNobody = "HK_CONFIG_TEST_AS_NOBODY"
+
+// Run by another user than root, the check can ask the kernel about that
+// user only: another user's cwd or command is reported as needing root
+// at the line of user, and its own are checked.
+func TestAgentCheckHostNotRoot(t *testing.T) {
+	if dir := os.Getenv(asNobody); dir != "" {
+		notRoot(t, dir)
+		return
+	}
+	needRoot(t)
+	nobodyName(t)
+	bin, dir := testnobody.Executable(t), testnobody.Dir(t)
+	mkdir(t, filepath.Join(dir, "private"), 0o700)
+	writeFile(t, filepath.Join(dir, "private", "agent"), "#!/bin/sh\n", 0o755)
+	home := mkdir(t, filepath.Join(dir, "home"), 0o700)
+	require.NoError(t, os.Chown(home, testnobody.UID, testnobody.GID))
+	cmd := exec.Command(bin, "-test.run=^TestAgentCheckHostNotRoot$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), asNobody+"="+dir, "TMPDIR="+home)
+	cmd.Dir = home
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "--- PASS: TestAgentCheckHostNotRoot", "it ran as uid 65534")
+}
+
+// notRoot is TestAgentCheckHostNotRoot run as uid 65534, with dir made by
+// root: dir/private (0700) holds dir/private/agent; $TMPDIR is ours.
+func notRoot(t *testing.T, dir string) {
+	require.Equal(t, testnobody.UID, os.Geteuid())
+	nobody := nobodyName(t)
+	load := func(content string) (string, *Agent) {
+		t.Helper()
+		path := writeFile(t, filepath.Join(t.TempDir(), "agent.yaml"), content, 0o644)
+		a, err := LoadAgent(path, nil)
+		require.NoError(t, err)
+		a.Normalize()
+		require.NoError(t, a.Validate(true))
+		return path, a
+	}
+
+	path, a := load("id: bot\nuser: root\ncommand: [/bin/true]\n")
+	require.EqualError(t, a.CheckHost(nil), path+`:2: user: checking what user "root" (uid 0) may enter and execute needs hermeskilld to run as root (it runs as uid 65534)`)
+	path, a = load("id: bot\ncwd: /\nuser: 0\ncommand: [/bin/true]\n")
+	require.EqualError(t, a.CheckHost(nil), path+`:3: user: checking what user "0" (uid 0) may enter and execute needs hermeskilld to run as root (it runs as uid 65534)`)
+
+	// Our own user, by name or unset: asked of the kernel as ourselves.
+	_, a = load("id: bot\nuser: " + nobody + "\ncwd: /\ncommand: [/bin/true]\n")
+	require.NoError(t, a.CheckHost(nil))
+	private := filepath.Join(dir, "private")
+	agent := filepath.Join(private, "agent")
+	path, a = load("id: bot\nuser: " + nobody + "\ncommand: [" + agent + "]\n")
+	require.EqualError(t, a.CheckHost(nil), path+":3: command: "+agent+`: user "`+nobody+`" (uid 65534) cannot execute it: it may not search `+private+" (mode 0700, owner 0:0)")
+	path, a = load("id: bot\ncwd: " + private + "\ncommand: [/bin/true]\n")
+	require.EqualError(t, a.CheckHost(nil), path+":2: cwd: "+private+": hermeskilld's own user (uid 65534) cannot enter it: no search permission (mode 0700, owner 0:0)")
+}
+
+// The probes change the credentials of their own threads only: none of
+// the process's threads is left with another user's, and this goroutine's
+// are root's throughout.
+func TestKernelExecLeavesNoThreadChanged(t *testing.T) {
+	needRoot(t)
+	cred := testnobody.Credential()
+	private := mkdir(t, filepath.Join(testnobody.Dir(t), "private"), 0o700)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			access, err := kernelExec(cred, []string{"/", private})
+			assert.NoError(t, err)
+			assert.NoError(t, access["/"])
+			assert.ErrorIs(t, access[private], unix.EACCES)
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 0, unix.Geteuid())
+	groups, err := unix.Getgroups()
+	require.NoError(t, err)
+	require.NotContains(t, groups, testnobody.GID)
+	access, err := kernelExec(nil, []string{private})
+	require.NoError(t, err)
+	require.NoError(t, access[private], "root may search it")
+
+	// Each thread's ids, as /proc lists them, are the process's once the
+	// probes' threads have ended (they end just after their goroutines).
+	ids := func(status []byte) []string {
+		var out []string
+		for _, line := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && (f[0] == "Uid:" || f[0] == "Gid:" || f[0] == "Groups:") {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	main, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	want := ids(main)
+	require.Len(t, want, 3)
+	require.Equal(t, "Uid:\t0\t0\t0\t0", want[0], "the main thread's, the process's in the kernel's checks of signals sent to it")
+	var changed string
+	assert.Eventually(t, func() bool {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			changed = err.Error()
+			return false
+		}
+		changed = ""
+		for _, task := range tasks {
+			status, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "status"))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				changed += err.Error() + "; "
+				continue
+			}
+			if got := ids(status); !slices.Equal(got, want) {
+				changed += fmt.Sprintf("thread %s: %q; ", task.Name(), got)
+			}
+		}
+		return changed == ""
+	}, 10*time.Second, 10*time.Millisecond, "threads left with other ids than the process's")
+	require.Empty(t, changed, "the process's: %q", want)
 }
 
 func TestDaemonCheckHost(t *testing.T) {
@@ -257,4 +474,49 @@ func TestDaemonCheckHost(t *testing.T) {
 	if cfg.CreatesAgentsDir() {
 		require.NoError(t, err)
 	}
+}
+
+// signalEnv is set in the environment of the test binary run again as
+// uid 65534 by TestThreadCredentialNotSignalled: "PID TID" of the thread
+// to signal.
+const signalEnv = "HK_CONFIG_TEST_TGKILL"
+
+// A thread that took another user's credentials for a probe keeps root's
+// real and saved uid: no process of that user may signal it (a SIGKILL to
+// one thread would end the whole process). With the user's real uid too,
+// as for the fallback on kernels without faccessat2, it may.
+func TestThreadCredentialNotSignalled(t *testing.T) {
+	if ids := os.Getenv(signalEnv); ids != "" {
+		var pid, tid int
+		_, err := fmt.Sscan(ids, &pid, &tid)
+		require.NoError(t, err)
+		fmt.Printf("tgkill: %v\n", unix.Tgkill(pid, tid, 0))
+		return
+	}
+	needRoot(t)
+	bin := testnobody.Executable(t)
+	signal := func(realIDs bool) string {
+		t.Helper()
+		tid, release := make(chan int), make(chan struct{})
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			err := setThreadCredential(testnobody.Credential())
+			if err == nil && realIDs {
+				err = setThreadRealIDs(testnobody.Credential())
+			}
+			assert.NoError(t, err)
+			tid <- unix.Gettid()
+			<-release
+		}()
+		defer close(release)
+		cmd := exec.Command(bin, "-test.run=^TestThreadCredentialNotSignalled$", "-test.count=1")
+		cmd.Env = append(os.Environ(), signalEnv+"="+strconv.Itoa(os.Getpid())+" "+strconv.Itoa(<-tid))
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+	require.Contains(t, signal(false), "tgkill: operation not permitted\n")
+	require.Contains(t, signal(true), "tgkill: <nil>\n")
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ParseDuration parses a duration in Go syntax ("1.5s", "300ms", "2h45m")
@@ -165,25 +167,19 @@ func FormatSize(n int64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64) + binaryUnits[u]
 }
 
-// signalNames maps the standard Linux signals 1-31 to their names, see
-// signal(7).
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
-	syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT",
-	syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
-	syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
-	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
-	syscall.SIGSTKFLT: "SIGSTKFLT", syscall.SIGCHLD: "SIGCHLD", syscall.SIGCONT: "SIGCONT",
-	syscall.SIGSTOP: "SIGSTOP", syscall.SIGTSTP: "SIGTSTP", syscall.SIGTTIN: "SIGTTIN",
-	syscall.SIGTTOU: "SIGTTOU", syscall.SIGURG: "SIGURG", syscall.SIGXCPU: "SIGXCPU",
-	syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGVTALRM: "SIGVTALRM", syscall.SIGPROF: "SIGPROF",
-	syscall.SIGWINCH: "SIGWINCH", syscall.SIGIO: "SIGIO", syscall.SIGPWR: "SIGPWR",
-	syscall.SIGSYS: "SIGSYS",
-}
-
-// signalAliases are the other names signal(7) lists for the same numbers.
+// signalAliases are the other names signal(7) lists for the same numbers
+// (x/sys/unix knows each signal by one name).
 var signalAliases = map[string]syscall.Signal{
 	"SIGIOT": syscall.SIGABRT, "SIGPOLL": syscall.SIGIO, "SIGCLD": syscall.SIGCHLD,
+}
+
+// standardSignal is the name of sig if it is one of the standard signals
+// 1-31, else "".
+func standardSignal(sig syscall.Signal) string {
+	if sig < 1 || sig > 31 {
+		return ""
+	}
+	return unix.SignalName(sig)
 }
 
 // ParseSignal parses a signal: a name with or without the SIG prefix
@@ -195,7 +191,7 @@ func ParseSignal(s string) (syscall.Signal, error) {
 		return 0, nil
 	}
 	if n, err := strconv.Atoi(t); err == nil {
-		if _, ok := signalNames[syscall.Signal(n)]; ok {
+		if standardSignal(syscall.Signal(n)) != "" {
 			return syscall.Signal(n), nil
 		}
 	} else {
@@ -205,10 +201,8 @@ func ParseSignal(s string) (syscall.Signal, error) {
 		if sig, ok := signalAliases[t]; ok {
 			return sig, nil
 		}
-		for sig, name := range signalNames {
-			if name == t {
-				return sig, nil
-			}
+		if sig := unix.SignalNum(t); standardSignal(sig) != "" {
+			return sig, nil
 		}
 	}
 	return 0, fmt.Errorf("unknown signal %q (want a name such as SIGINT or INT, a number 1-31, or none)", s)
@@ -220,7 +214,7 @@ func SignalName(sig syscall.Signal) string {
 	if sig == 0 {
 		return "none"
 	}
-	if name, ok := signalNames[sig]; ok {
+	if name := standardSignal(sig); name != "" {
 		return name
 	}
 	return "signal " + strconv.Itoa(int(sig))

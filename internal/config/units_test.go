@@ -5,6 +5,7 @@ package config
 
 import (
 	"math"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -150,6 +151,8 @@ func TestParseSignal(t *testing.T) {
 		{in: "SIGQUIT", want: syscall.SIGQUIT},
 		{in: "IOT", want: syscall.SIGABRT},
 		{in: "SIGPOLL", want: syscall.SIGIO},
+		{in: "cld", want: syscall.SIGCHLD},
+		{in: " SIGSTKFLT ", want: syscall.SIGSTKFLT},
 		{in: "none", want: 0},
 		{in: "NONE", want: 0},
 		{in: "0", err: true},
@@ -181,6 +184,14 @@ func TestSignalNameRoundTrip(t *testing.T) {
 	}
 	require.Equal(t, "none", SignalName(0))
 	require.Equal(t, "signal 40", SignalName(40))
+	require.Equal(t, "signal -1", SignalName(-1))
+	// The names of signal(7), as statuses and certificates show them.
+	var names []string
+	for sig := syscall.Signal(1); sig <= 31; sig++ {
+		names = append(names, SignalName(sig))
+	}
+	require.Equal(t, strings.Fields("SIGHUP SIGINT SIGQUIT SIGILL SIGTRAP SIGABRT SIGBUS SIGFPE SIGKILL SIGUSR1 SIGSEGV SIGUSR2 SIGPIPE SIGALRM SIGTERM "+
+		"SIGSTKFLT SIGCHLD SIGCONT SIGSTOP SIGTSTP SIGTTIN SIGTTOU SIGURG SIGXCPU SIGXFSZ SIGVTALRM SIGPROF SIGWINCH SIGIO SIGPWR SIGSYS"), names)
 	require.Equal(t, "SIGINT", SignalName(syscall.SIGINT))
 	require.Equal(t, "SIGKILL", SignalName(syscall.SIGKILL))
 }

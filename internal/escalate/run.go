@@ -4,10 +4,11 @@
 package escalate
 
 import (
+	"strconv"
 	"syscall"
 	"time"
 
-	"github.com/hermeskill/hermeskilld/internal/config"
+	"golang.org/x/sys/unix"
 )
 
 // settle is how long the cooperative stage waits, after the main process
@@ -126,7 +127,7 @@ func (r *runner) run() {
 		if err == nil {
 			r.waitMain(r.p.DumpWait)
 		}
-		r.record(StepDumpSignal, at, detail("signal", config.SignalName(r.p.DumpSignal), "error", err))
+		r.record(StepDumpSignal, at, detail("signal", signalName(r.p.DumpSignal), "error", err))
 	}
 	if r.cooperative() {
 		return
@@ -153,7 +154,7 @@ func (r *runner) cooperative() bool {
 	if r.p.CoopSignal != 0 && !r.mainExited() {
 		at := time.Now()
 		err := r.t.SignalMain(r.p.CoopSignal)
-		r.record(StepCoopSignal, at, detail("signal", config.SignalName(r.p.CoopSignal), "error", err))
+		r.record(StepCoopSignal, at, detail("signal", signalName(r.p.CoopSignal), "error", err))
 		asked = asked || err == nil
 	}
 	r.release()
@@ -306,4 +307,17 @@ func detail(kv ...any) map[string]any {
 		return nil
 	}
 	return m
+}
+
+// signalName names sig in the details of a step as the configuration
+// writes it (config.SignalName): "SIGINT", "none" for 0, "signal N" for a
+// number without a name.
+func signalName(sig syscall.Signal) string {
+	if sig == 0 {
+		return "none"
+	}
+	if name := unix.SignalName(sig); name != "" && sig <= 31 {
+		return name
+	}
+	return "signal " + strconv.Itoa(int(sig))
 }
