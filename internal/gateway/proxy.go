@@ -71,11 +71,10 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			msg: "hermeskilld's LLM gateway has no upstream by that name"}.write(w, OpenAI)
 		return
 	}
-	if !g.enter() {
+	if g.ctx.Err() != nil { // shutting down: Serve or Close began
 		errShutdown.problem().write(w, up.Style)
 		return
 	}
-	defer g.leave()
 	gr := g.authenticate(r)
 	if gr == nil {
 		g.log.Warn("llm request without a valid handle refused", zap.String("upstream", name), zap.String("remote", r.RemoteAddr))
