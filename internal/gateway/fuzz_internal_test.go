@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"net/http/httptest"
 	"testing"
 )
@@ -22,9 +21,8 @@ var fuzzEndpoints = []endpoint{epChat, epResponses, epMessages}
 func relayAll(t *testing.T, stream []byte, ep endpoint, strip bool, bufSize, maxEvent int) (out []byte, rd reading, skipped bool) {
 	w := httptest.NewRecorder()
 	m := newStreamMeter(ep, 256, strip)
-	rl := &relay{src: bufio.NewReaderSize(bytes.NewReader(stream), bufSize), w: w, rc: http.NewResponseController(w),
-		maxEvent: maxEvent, meter: m}
-	if err := rl.run(); err != nil {
+	rl := &relay{src: bufio.NewReaderSize(bytes.NewReader(stream), bufSize), maxEvent: maxEvent, meter: m}
+	if err := pump(w, rl); err != nil {
 		t.Fatalf("relay of a whole stream: %v", err)
 	}
 	return w.Body.Bytes(), m.result(), rl.skipped

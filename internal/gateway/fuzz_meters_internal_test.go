@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math"
-	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -125,8 +124,8 @@ func (d *dropLog) event(data []byte) bool {
 // fuzzRelay relays src through a relay reading bufSize bytes at a time.
 func fuzzRelay(t *testing.T, src []byte, bufSize, maxEvent int, meter streamMeter) []byte {
 	w := &countingFlusher{ResponseRecorder: httptest.NewRecorder()}
-	rl := &relay{src: bufio.NewReaderSize(bytes.NewReader(src), bufSize), w: w, rc: http.NewResponseController(w), maxEvent: maxEvent, meter: meter}
-	require.NoError(t, rl.run())
+	rl := &relay{src: bufio.NewReaderSize(bytes.NewReader(src), bufSize), maxEvent: maxEvent, meter: meter}
+	require.NoError(t, pump(w, rl))
 	return w.Body.Bytes()
 }
 

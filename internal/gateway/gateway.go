@@ -38,8 +38,8 @@ const (
 	DefaultIdleTimeout           = 2 * time.Minute
 )
 
-// shutdownWait bounds Serve's wait for the handlers to return once the
-// requests in flight were cut.
+// shutdownWait bounds Serve's wait (http.Server.Shutdown) for the requests
+// in flight, once cut, to end and their connections to close.
 const shutdownWait = 5 * time.Second
 
 // Config is a gateway's settings. Zero bounds take their defaults.
@@ -134,12 +134,12 @@ type Gateway struct {
 	mu     sync.RWMutex
 	grants map[[sha256.Size]byte]*Grant
 
-	// handlers running, so that shutdown waits for them (and not for
-	// idle or silent connections, which it closes)
-	hmu     sync.Mutex
-	active  int
-	closing bool
-	drained chan struct{} // closed when active reaches 0 once closing
+	// fresh are the connections that have not sent a request yet:
+	// http.Server.Shutdown would wait up to 5 seconds for each to send
+	// one; closeFresh closes them at once, as Shutdown closes idle ones.
+	fmu         sync.Mutex
+	fresh       map[net.Conn]struct{}
+	freshClosed bool
 }
 
 // upstream is a configured Upstream with its key.
@@ -161,7 +161,8 @@ func New(cfg Config) (*Gateway, error) {
 	if len(cfg.Upstreams) == 0 {
 		return nil, errors.New("llm gateway: no upstream")
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Log, upstreams: map[string]*upstream{}, grants: map[[sha256.Size]byte]*Grant{}}
+	g := &Gateway{cfg: cfg, log: cfg.Log, upstreams: map[string]*upstream{}, grants: map[[sha256.Size]byte]*Grant{},
+		fresh: map[net.Conn]struct{}{}}
 	for _, u := range cfg.Upstreams {
 		if err := u.validate(); err != nil {
 			return nil, fmt.Errorf("llm upstream %s: %w", u.Name, err)
@@ -212,9 +213,35 @@ func New(cfg Config) (*Gateway, error) {
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return g.ctx },
 		ConnContext:       connContext,
+		ConnState:         g.connState,
 		ErrorLog:          zap.NewStdLog(cfg.Log.Named("http")),
 	}
+	g.srv.RegisterOnShutdown(g.closeFresh)
 	return g, nil
+}
+
+// connState keeps the fresh connections.
+func (g *Gateway) connState(c net.Conn, s http.ConnState) {
+	g.fmu.Lock()
+	defer g.fmu.Unlock()
+	switch {
+	case s != http.StateNew:
+		delete(g.fresh, c)
+	case g.freshClosed: // accepted as Shutdown began
+		c.Close()
+	default:
+		g.fresh[c] = struct{}{}
+	}
+}
+
+// closeFresh closes the fresh connections, and those accepted after.
+func (g *Gateway) closeFresh() {
+	g.fmu.Lock()
+	defer g.fmu.Unlock()
+	g.freshClosed = true
+	for c := range g.fresh {
+		c.Close()
+	}
 }
 
 // bound wraps the listener in the connection bounds (Config.MaxConns):
@@ -283,8 +310,11 @@ func (g *Gateway) Addr() string { return g.ln.Addr().String() }
 
 // Serve serves until ctx ends or Close is called, and returns nil then.
 // At its end the requests in flight are cut (a stream gets a final error
-// event) and the connections closed, within a bounded wait. It returns the
-// listener's error if serving fails.
+// event, a request still waiting for its response the 503), then
+// http.Server.Shutdown lets their responses end and closes the
+// connections, within shutdownWait; what is left is closed. A request that
+// still comes meanwhile is answered 503. It returns the listener's error
+// if serving fails.
 func (g *Gateway) Serve(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- g.srv.Serve(g.ln) }()
@@ -297,12 +327,10 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	g.stop(errShutdown)
-	wait := time.NewTimer(shutdownWait)
-	defer wait.Stop()
-	select {
-	case <-g.drain():
-	case <-wait.C:
-		g.log.Warn("llm gateway: handlers still running at shutdown", zap.Duration("waited", shutdownWait))
+	wait, cancel := context.WithTimeout(context.Background(), shutdownWait)
+	defer cancel()
+	if err := g.srv.Shutdown(wait); errors.Is(err, context.DeadlineExceeded) {
+		g.log.Warn("llm gateway: requests still running at shutdown", zap.Duration("waited", shutdownWait))
 	}
 	g.srv.Close()
 	<-done
@@ -310,45 +338,10 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	return nil
 }
 
-// enter counts a handler in, unless the gateway is closing.
-func (g *Gateway) enter() bool {
-	g.hmu.Lock()
-	defer g.hmu.Unlock()
-	if g.closing {
-		return false
-	}
-	g.active++
-	return true
-}
-
-func (g *Gateway) leave() {
-	g.hmu.Lock()
-	defer g.hmu.Unlock()
-	g.active--
-	if g.active == 0 && g.closing {
-		close(g.drained)
-	}
-}
-
-// drain refuses new handlers and returns a channel closed once none runs.
-func (g *Gateway) drain() <-chan struct{} {
-	g.hmu.Lock()
-	defer g.hmu.Unlock()
-	if !g.closing {
-		g.closing = true
-		g.drained = make(chan struct{})
-		if g.active == 0 {
-			close(g.drained)
-		}
-	}
-	return g.drained
-}
-
 // Close stops serving at once: the requests in flight are cut, the
 // listener and connections closed. It may be called more than once.
 func (g *Gateway) Close() error {
 	g.stop(errShutdown)
-	g.drain()
 	err := g.srv.Close()
 	if lerr := g.ln.Close(); lerr != nil && !errors.Is(lerr, net.ErrClosed) && err == nil {
 		err = lerr

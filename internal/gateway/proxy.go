@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"mime"
 	"net"
 	"net/http"
-	"net/textproto"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -30,11 +32,6 @@ var errIdle = errors.New("upstream silent for too long")
 // maxPathInRecord bounds the path a refused request leaves in its record.
 const maxPathInRecord = 256
 
-// hopHeaders are the hop-by-hop headers: they concern one connection and
-// are never forwarded (nor the headers that Connection names).
-var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-
 // dropToUpstream are the agent's headers the upstream never gets: the
 // handle (the key replaces it), cookies, what names the agent's
 // connection, and Accept-Encoding (the transport asks for gzip itself and
@@ -45,8 +42,23 @@ var dropToUpstream = []string{"Authorization", "X-Api-Key", "Cookie", "Accept-En
 // dropToAgent are the upstream's headers the agent never gets.
 var dropToAgent = []string{"Set-Cookie", "Alt-Svc"}
 
-// copyBufs are the buffers that copy non-streamed bodies.
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// copyBufs are the reverse proxy's buffers, that copy response bodies.
+var copyBufs = &bufPool{}
+
+type bufPool struct{ p sync.Pool }
+
+func (bp *bufPool) Get() []byte {
+	if b, ok := bp.p.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (bp *bufPool) Put(b []byte) { bp.p.Put(&b) }
+
+// discardLog is the reverse proxy's log: what it would say of an error is
+// in the request's record.
+var discardLog = log.New(io.Discard, "", 0)
 
 // serveHTTP is the gateway's one handler: route, authenticate, admit,
 // forward, meter, record.
@@ -59,11 +71,10 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			msg: "hermeskilld's LLM gateway has no upstream by that name"}.write(w, OpenAI)
 		return
 	}
-	if !g.enter() {
+	if g.ctx.Err() != nil { // shutting down: Serve or Close began
 		errShutdown.problem().write(w, up.Style)
 		return
 	}
-	defer g.leave()
 	gr := g.authenticate(r)
 	if gr == nil {
 		g.log.Warn("llm request without a valid handle refused", zap.String("upstream", name), zap.String("remote", r.RemoteAddr))
@@ -252,21 +263,93 @@ type exchange struct {
 	strip  bool         // stream_options.include_usage was added: drop the usage-only chunk
 	res    *reservation // what the request is charged when its usage is not read; nil: unmetered
 	rec    Record
+	body   *meteredBody // the upstream's response body; nil until its headers came
 	// agentID is the grant's agent.
 	agentID string
 }
 
-// forward sends the request upstream and relays the response, filling
-// the record. abort is true when the agent's response must be broken off.
+// errSwitched is an upstream that answered 101: the gateway forwards HTTP
+// requests only and never asks for a protocol switch.
+var errSwitched = errors.New("switched protocols unasked")
+
+// forward sends the request upstream through a reverse proxy and relays
+// the response, filling the record. abort is true when the agent's
+// response must be broken off.
 func (x *exchange) forward(path string, body []byte) (abort bool) {
-	out, err := http.NewRequestWithContext(x.ctx, x.r.Method, x.up.URL+"/"+path, bytes.NewReader(body))
+	target, err := url.Parse(x.up.URL + "/" + path)
 	if err != nil { // the path is checked and the URL valid: not expected
-		x.answer(problem{status: http.StatusBadGateway, code: "bad_upstream_request", msg: "hermeskilld could not build the upstream request"})
+		x.answer(x.w, problem{status: http.StatusBadGateway, code: "bad_upstream_request", msg: "hermeskilld could not build the upstream request"})
 		x.rec.Err = err.Error()
 		return false
 	}
-	out.URL.RawQuery = x.r.URL.RawQuery
-	copyHeaders(out.Header, x.r.Header, dropToUpstream)
+	target.RawQuery = x.r.URL.RawQuery
+	// The agent's Upgrade is not forwarded (Rewrite drops it): removed
+	// here, the reverse proxy does not look for a protocol switch either.
+	x.r.Header.Del("Upgrade")
+	aw := &agentWriter{ResponseWriter: x.w, rc: x.rc, timeout: x.g.cfg.AgentWriteTimeout}
+	defer x.rc.SetWriteDeadline(time.Time{})
+	defer func() {
+		if x.body != nil {
+			x.body.Close() // when the proxy panics; closing twice is harmless
+		}
+	}()
+	rp := &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { x.rewrite(pr, target, body) },
+		Transport: x.g.transport,
+		// FlushInterval 0: the proxy flushes each write of an event stream
+		// (as isEventStream tells one) and of a body of unknown length, so
+		// a stream goes event by event; a body of known length is not
+		// flushed, so that its last bytes reach the agent only once its
+		// record is made, as the handler returns.
+		FlushInterval:  0,
+		BufferPool:     copyBufs,
+		ModifyResponse: x.modifyResponse,
+		ErrorHandler:   x.proxyError,
+		ErrorLog:       discardLog, // every error ends in the request's record
+	}
+	abort = proxy(rp, aw, x.r.WithContext(x.ctx))
+	if x.body != nil {
+		x.settle(aw.err)
+	}
+	return abort
+}
+
+// proxy serves r through rp. abort is true when rp broke the response off
+// (it panics with http.ErrAbortHandler when relaying the body fails): the
+// caller records the request first, then breaks the response off itself.
+func proxy(rp *httputil.ReverseProxy, w http.ResponseWriter, r *http.Request) (abort bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler { // the sentinel itself, as net/http compares it
+				panic(v)
+			}
+			abort = true
+		}
+	}()
+	rp.ServeHTTP(w, r)
+	return false
+}
+
+// rewrite makes the upstream request: to target, with the checked body,
+// without what dropToUpstream lists, with the upstream's key. The reverse
+// proxy has removed the hop-by-hop headers (and those Connection names)
+// and the forwarding ones, and adds none: SetXForwarded is not called.
+func (x *exchange) rewrite(pr *httputil.ProxyRequest, target *url.URL, body []byte) {
+	out := pr.Out
+	out.URL, out.Host = target, ""
+	for _, k := range dropToUpstream {
+		out.Header.Del(k)
+	}
+	// The reverse proxy puts back an agent's "Te: trailers"; trailers are
+	// not forwarded, so it is not passed on.
+	out.Header.Del("Te")
+	out.TransferEncoding, out.Trailer = nil, nil
+	out.ContentLength = int64(len(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.Body, _ = out.GetBody()
+	if len(body) == 0 {
+		out.Body, out.GetBody = http.NoBody, func() (io.ReadCloser, error) { return http.NoBody, nil }
+	}
 	switch {
 	case x.up.key == "":
 	case x.up.Style == Anthropic:
@@ -274,105 +357,221 @@ func (x *exchange) forward(path string, body []byte) (abort bool) {
 	default:
 		out.Header.Set("Authorization", "Bearer "+x.up.key)
 	}
-	resp, err := x.g.transport.RoundTrip(out)
-	if err != nil {
-		if !notSent(err) {
-			x.chargeReservation() // the upstream may have begun, and bill it
-		}
-		x.failed(err, false)
-		return false
-	}
-	defer resp.Body.Close()
+}
 
-	h := x.w.Header()
-	copyHeaders(h, resp.Header, dropToAgent)
+// modifyResponse takes the upstream's response headers (the reverse proxy
+// has removed the hop-by-hop ones) and wraps its body in the meter.
+func (x *exchange) modifyResponse(resp *http.Response) error {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return errSwitched
+	}
+	for _, k := range dropToAgent {
+		resp.Header.Del(k)
+	}
+	resp.Trailer = nil // the upstream's trailers are not forwarded (nor announced)
 	x.rec.Status = resp.StatusCode
 	x.rec.Stream = isEventStream(resp.Header.Get("Content-Type"))
-	metered := x.ep != epOther && resp.StatusCode/100 == 2
-	timer := time.AfterFunc(x.g.cfg.StreamIdleTimeout, func() { x.cancel(errIdle) })
-	defer timer.Stop()
-	src := &idleReader{r: resp.Body, t: timer, d: x.g.cfg.StreamIdleTimeout}
-	defer x.rc.SetWriteDeadline(time.Time{})
-
-	var rd reading
 	if x.rec.Stream {
-		h.Del("Content-Length")
-		x.w.WriteHeader(resp.StatusCode)
-		var meter streamMeter
-		if metered {
-			meter = newStreamMeter(x.ep, x.g.cfg.MaxToolArgsBytes, x.strip)
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+	}
+	x.body = x.newBody(resp)
+	resp.Body = x.body
+	return nil
+}
+
+// proxyError answers a request whose response never came: the round trip
+// failed, or the upstream switched protocols.
+func (x *exchange) proxyError(w http.ResponseWriter, _ *http.Request, err error) {
+	if !notSent(err) {
+		x.chargeReservation() // the upstream may have begun, and bill it
+	}
+	cut, gone := x.failure(err)
+	switch {
+	case cut != nil:
+		x.answer(w, cut.problem())
+	case gone:
+	default:
+		p := problem{status: http.StatusBadGateway, code: "upstream_unreachable",
+			msg: fmt.Sprintf("hermeskilld's LLM gateway could not reach upstream %s", x.up.Name)}
+		var timeout interface{ Timeout() bool }
+		if errors.Is(context.Cause(x.ctx), errIdle) || errors.As(err, &timeout) && timeout.Timeout() {
+			p.status, p.code, p.msg = http.StatusGatewayTimeout, "upstream_timeout", fmt.Sprintf("upstream %s did not answer in time", x.up.Name)
 		}
-		rl := &relay{src: bufio.NewReaderSize(src, relayBufSize), w: x.w, rc: x.rc,
-			writeTimeout: x.g.cfg.AgentWriteTimeout, maxEvent: x.g.cfg.MaxEventBytes, meter: meter}
-		if err := x.rc.Flush(); err != nil {
-			x.rec.Err = (&agentError{err}).Error()
-			return false
+		x.answer(w, p)
+	}
+}
+
+// meteredBody is the upstream's response body as the agent gets it: read
+// within the idle timeout, a stream through the relay (which meters it
+// event by event), any other body held up to MaxResponseBytes to be
+// metered at its end. A stream the gateway cuts ends with the provider's
+// error event.
+type meteredBody struct {
+	x       *exchange
+	resp    *http.Response
+	body    io.ReadCloser // the upstream's
+	timer   *time.Timer   // the idle timer
+	src     io.Reader     // body through the idle timer, and the relay for a stream
+	relay   *relay        // nil: not a stream
+	meter   streamMeter   // nil: a stream not metered
+	metered bool          // spend is read from this response
+	held    bytes.Buffer  // a non-streamed metered body, until over
+	over    bool          // it passed MaxResponseBytes: not metered
+	ended   bool          // src reached its end or failed
+	err     error         // src's read error; nil at its end
+	cut     bool          // the gateway cut the stream: it ends with tail, not err
+	tail    []byte        // the error event ending a cut stream, still to read
+}
+
+func (x *exchange) newBody(resp *http.Response) *meteredBody {
+	b := &meteredBody{x: x, resp: resp, body: resp.Body, metered: x.ep != epOther && x.rec.Status/100 == 2}
+	d := x.g.cfg.StreamIdleTimeout
+	b.timer = time.AfterFunc(d, func() { x.cancel(errIdle) })
+	b.src = &idleReader{r: resp.Body, t: b.timer, d: d}
+	if x.rec.Stream {
+		if b.metered {
+			b.meter = newStreamMeter(x.ep, x.g.cfg.MaxToolArgsBytes, x.strip)
 		}
-		err = rl.run()
-		if meter != nil {
-			rd = meter.result()
-			rd.incomplete = rd.incomplete || rl.skipped || !rd.done
+		b.relay = &relay{src: bufio.NewReaderSize(b.src, relayBufSize), maxEvent: x.g.cfg.MaxEventBytes, meter: b.meter}
+		b.src = b.relay
+	}
+	return b
+}
+
+func (b *meteredBody) Read(p []byte) (int, error) {
+	if b.ended {
+		if len(b.tail) > 0 {
+			n := copy(p, b.tail)
+			b.tail = b.tail[n:]
+			return n, nil
 		}
-		if err == nil && meter != nil && !rd.done {
+		if b.err != nil && !b.cut {
+			return 0, b.err
+		}
+		return 0, io.EOF
+	}
+	n, err := b.src.Read(p)
+	if b.metered && b.relay == nil && !b.over && n > 0 {
+		if int64(b.held.Len()+n) > b.x.g.cfg.MaxResponseBytes {
+			b.over, b.held = true, bytes.Buffer{}
+		} else {
+			b.held.Write(p[:n])
+		}
+	}
+	if err == nil {
+		return n, nil
+	}
+	b.ended = true
+	if err != io.EOF {
+		b.err = err
+		var cut *cutError
+		if b.relay != nil && errors.As(context.Cause(b.x.ctx), &cut) {
+			// A stream the gateway cut ends in good order with the cut's
+			// error event: the agent's SDK raises that error.
+			b.cut, b.tail = true, cut.problem().event(b.x.up.Style)
+		}
+	}
+	if n > 0 {
+		return n, nil
+	}
+	return b.Read(p)
+}
+
+// Close closes the upstream's body and stops the idle timer. The
+// transport sets the response's trailers as the body ends; they are
+// dropped here, before the reverse proxy would pass them on.
+func (b *meteredBody) Close() error {
+	b.timer.Stop()
+	err := b.body.Close()
+	b.resp.Trailer = nil
+	return err
+}
+
+// settle fills the record from what the body read, once the proxy is
+// done with it. werr is the write to the agent that failed, if one did.
+func (x *exchange) settle(werr error) {
+	b := x.body
+	err := b.err // when the upstream failed, the relay stopped on it
+	if err == nil {
+		err = werr
+	}
+	var rd reading
+	if b.relay != nil {
+		if b.meter != nil {
+			rd = b.meter.result()
+			rd.incomplete = rd.incomplete || b.relay.skipped || !rd.done
+		}
+		if err == nil && b.meter != nil && !rd.done {
 			x.rec.Err = "the upstream's stream ended before its final event"
 		}
 		if rd.upstreamErr != "" && x.rec.Err == "" {
 			x.rec.Err = rd.upstreamErr
 		}
-	} else {
-		x.w.WriteHeader(resp.StatusCode)
-		var held []byte
-		held, err = x.copyBody(src, metered)
-		if metered {
-			if held != nil && err == nil {
-				rd = meterBody(x.ep, held, x.g.cfg.MaxToolArgsBytes)
-			} else {
-				rd.incomplete = true
-			}
+	} else if b.metered {
+		if err == nil && !b.over && b.held.Len() > 0 {
+			rd = meterBody(x.ep, b.held.Bytes(), x.g.cfg.MaxToolArgsBytes)
+		} else {
+			rd.incomplete = true
 		}
 	}
-	x.fill(rd, metered)
+	x.fill(rd, b.metered)
 	if err != nil {
-		return x.failed(err, true)
+		x.failure(err)
 	}
-	return false
 }
 
-// copyBody forwards a non-streamed body and, when metered, holds it (up
-// to MaxResponseBytes: held is nil for a larger one).
-func (x *exchange) copyBody(src io.Reader, metered bool) (held []byte, err error) {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := *bp
-	var hold bytes.Buffer
-	over := false
-	for {
-		n, rerr := src.Read(buf)
-		if n > 0 {
-			if metered && !over {
-				if int64(hold.Len()+n) > x.g.cfg.MaxResponseBytes {
-					over = true
-					hold = bytes.Buffer{}
-				} else {
-					hold.Write(buf[:n])
-				}
-			}
-			_ = x.rc.SetWriteDeadline(time.Now().Add(x.g.cfg.AgentWriteTimeout))
-			if _, werr := x.w.Write(buf[:n]); werr != nil {
-				return nil, &agentError{werr}
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return nil, rerr
-		}
+// agentWriter is the agent's response as the reverse proxy writes it:
+// each write and flush within AgentWriteTimeout, the first failure kept
+// for the record, and no informational (1xx) response passed on (the
+// proxy would pass the upstream's with their headers unfiltered).
+type agentWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	err     error // the first failed write or flush, an *agentError
+}
+
+func (w *agentWriter) WriteHeader(status int) {
+	if status >= 100 && status <= 199 {
+		return
 	}
-	if !metered || over {
-		return nil, nil
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *agentWriter) Write(b []byte) (int, error) {
+	w.deadline()
+	n, err := w.ResponseWriter.Write(b)
+	if err != nil {
+		return n, w.fail(err)
 	}
-	return hold.Bytes(), nil
+	return n, nil
+}
+
+// FlushError is what http.ResponseController.Flush calls.
+func (w *agentWriter) FlushError() error {
+	w.deadline()
+	if err := w.rc.Flush(); err != nil {
+		return w.fail(err)
+	}
+	return nil
+}
+
+// Unwrap gives http.ResponseController the agent's writer.
+func (w *agentWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *agentWriter) deadline() {
+	if w.timeout > 0 {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout)) // unsupported: the server's own timeouts apply
+	}
+}
+
+func (w *agentWriter) fail(err error) error {
+	ae := &agentError{err}
+	if w.err == nil {
+		w.err = ae
+	}
+	return ae
 }
 
 // fill completes the record from what the meter read.
@@ -413,51 +612,29 @@ func notSent(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// failed records why the exchange failed and answers the agent: with an
-// error response when none has begun (started false), else with the
-// provider's error event for a stream that was cut. abort is true when the
-// agent's response must be broken off.
-func (x *exchange) failed(err error, started bool) (abort bool) {
-	var cut *cutError
+// failure records why the exchange failed: cut is the gateway's cut of
+// it, gone is true when the agent went away.
+func (x *exchange) failure(err error) (cut *cutError, gone bool) {
 	var agent *agentError
 	cause := context.Cause(x.ctx)
 	switch {
 	case errors.As(cause, &cut):
 		x.rec.Cut, x.rec.Err = true, cut.msg
-		if !started {
-			x.answer(cut.problem())
-			return false
-		}
-		if x.rec.Stream {
-			rl := relay{w: x.w, rc: x.rc, writeTimeout: x.g.cfg.AgentWriteTimeout}
-			_ = rl.write(cut.problem().event(x.up.Style), true) // the agent may be gone too
-			return false
-		}
-		return true
+		return cut, false
 	case errors.As(err, &agent), x.r.Context().Err() != nil:
 		x.rec.Err = "the agent went away"
-		return false
+		return nil, true
 	case errors.Is(cause, errIdle):
 		x.rec.Err = fmt.Sprintf("upstream silent for %s", x.g.cfg.StreamIdleTimeout)
 	default:
 		x.rec.Err = "upstream: " + err.Error()
 	}
-	if started {
-		return true
-	}
-	p := problem{status: http.StatusBadGateway, code: "upstream_unreachable",
-		msg: fmt.Sprintf("hermeskilld's LLM gateway could not reach upstream %s", x.up.Name)}
-	var timeout interface{ Timeout() bool }
-	if errors.Is(cause, errIdle) || errors.As(err, &timeout) && timeout.Timeout() {
-		p.status, p.code, p.msg = http.StatusGatewayTimeout, "upstream_timeout", fmt.Sprintf("upstream %s did not answer in time", x.up.Name)
-	}
-	x.answer(p)
-	return false
+	return nil, false
 }
 
 // answer writes the gateway's own error response and records its status.
-func (x *exchange) answer(p problem) {
-	p.write(x.w, x.up.Style)
+func (x *exchange) answer(w http.ResponseWriter, p problem) {
+	p.write(w, x.up.Style)
 	x.rec.Status = p.status
 }
 
@@ -479,36 +656,6 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 func isEventStream(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == "text/event-stream"
-}
-
-// copyHeaders copies src to dst but for the hop-by-hop headers, those
-// Connection names, and drop.
-func copyHeaders(dst, src http.Header, drop []string) {
-	skip := func(k string) bool {
-		for _, d := range drop {
-			if k == d {
-				return true
-			}
-		}
-		for _, d := range hopHeaders {
-			if k == d {
-				return true
-			}
-		}
-		for _, v := range src["Connection"] {
-			for _, f := range strings.Split(v, ",") {
-				if textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(f)) == k {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	for k, vv := range src {
-		if !skip(k) {
-			dst[k] = append([]string(nil), vv...)
-		}
-	}
 }
 
 func truncate(s string, n int) string {

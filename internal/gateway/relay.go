@@ -7,8 +7,6 @@ import (
 	"bufio"
 	"bytes"
 	"io"
-	"net/http"
-	"time"
 )
 
 // relayBufSize is the read buffer of a stream: an event of the providers
@@ -19,23 +17,24 @@ const relayBufSize = 4 << 10
 // larger one (after a large event) is released.
 const keepEventCap = 64 << 10
 
-// relay forwards a server-sent event stream from the upstream to the
-// agent event by event, flushing after each, and shows each event's data
-// to the meter on the way. An event is held only until its blank line;
-// one longer than maxEvent is forwarded as it comes and not read.
+// relay reads a server-sent event stream from the upstream as the agent
+// gets it, and shows each event's data to the meter on the way. An event
+// is held only until its blank line; one longer than maxEvent is passed on
+// as it comes and not read. Each Read returns at most one event (the
+// reverse proxy flushes after each write: the agent gets the stream event
+// by event).
 type relay struct {
-	src          *bufio.Reader
-	w            http.ResponseWriter
-	rc           *http.ResponseController
-	writeTimeout time.Duration
-	maxEvent     int
-	meter        streamMeter // nil: forward only
+	src      *bufio.Reader
+	maxEvent int
+	meter    streamMeter // nil: forward only
 
 	ev       []byte // the event being read, until its blank line
 	data     []byte // its data lines, joined
+	out      []byte // what Read returns next: an event, or a piece of one too long to hold
 	midLine  bool   // the last piece read did not end its line
 	overflow bool   // the current event passed maxEvent: the rest passes unread
 	skipped  bool   // an event was not read
+	err      error  // the source's end: io.EOF, or its read error
 }
 
 // agentError is a write to the agent that failed: it went away or stopped
@@ -45,70 +44,78 @@ type agentError struct{ err error }
 func (e *agentError) Error() string { return "write to agent: " + e.err.Error() }
 func (e *agentError) Unwrap() error { return e.err }
 
-// run relays until the upstream's stream ends: nil at its end, an
-// *agentError when the agent cannot be written to, else the upstream's
-// read error (what was held of the broken event is dropped: the agent
-// never gets half an event).
-func (rl *relay) run() error {
-	for {
-		line, err := rl.src.ReadSlice('\n')
-		if len(line) > 0 {
-			if werr := rl.line(line, err == nil); werr != nil {
-				return werr
-			}
+// Read returns the stream's next bytes for the agent: io.EOF at the
+// stream's end, else the upstream's read error (what was held of the
+// broken event is dropped: the agent never gets half an event).
+func (rl *relay) Read(p []byte) (int, error) {
+	for len(rl.out) == 0 {
+		if rl.err != nil {
+			return 0, rl.err
 		}
-		switch {
-		case err == nil, err == bufio.ErrBufferFull:
-		case err == io.EOF:
-			if len(rl.ev) > 0 { // the last event had no blank line
-				return rl.endEvent()
-			}
-			return nil
-		default:
-			rl.resetEvent()
-			return err
+		rl.next()
+	}
+	n := copy(p, rl.out)
+	rl.out = rl.out[n:]
+	return n, nil
+}
+
+// next reads one piece of the source: a whole line or part of one.
+func (rl *relay) next() {
+	line, err := rl.src.ReadSlice('\n')
+	if len(line) > 0 {
+		rl.line(line, err == nil)
+	}
+	switch {
+	case err == nil, err == bufio.ErrBufferFull:
+	case err == io.EOF:
+		rl.err = io.EOF
+		if len(rl.ev) > 0 { // the last event had no blank line
+			rl.endEvent()
 		}
+	default:
+		rl.resetEvent()
+		rl.err = err
 	}
 }
 
 // line takes one read piece: a whole line (ending in '\n') or part of one.
-func (rl *relay) line(b []byte, whole bool) error {
+func (rl *relay) line(b []byte, whole bool) {
 	blank := !rl.midLine && whole && (len(b) == 1 || len(b) == 2 && b[0] == '\r')
 	rl.midLine = !whole
 	if rl.overflow {
 		if blank {
 			rl.overflow = false
 		}
-		return rl.write(b, blank)
+		rl.out = b
+		return
 	}
 	rl.ev = append(rl.ev, b...)
 	if blank {
-		return rl.endEvent()
+		rl.endEvent()
+		return
 	}
 	if len(rl.ev) > rl.maxEvent {
 		rl.overflow, rl.skipped = true, true
-		err := rl.write(rl.ev, false)
+		rl.out = rl.ev
 		rl.resetEvent()
-		return err
 	}
-	return nil
 }
 
-// endEvent shows the held event to the meter and forwards it unless the
+// endEvent shows the held event to the meter and passes it on unless the
 // meter drops it.
-func (rl *relay) endEvent() error {
+func (rl *relay) endEvent() {
 	drop := false
 	if data, ok := rl.eventData(); ok && rl.meter != nil {
 		drop = rl.meter.event(data)
 	}
-	var err error
 	if !drop {
-		err = rl.write(rl.ev, true)
+		rl.out = rl.ev
 	}
 	rl.resetEvent()
-	return err
 }
 
+// resetEvent empties the event buffer. What out holds of it stays valid:
+// the buffer is written again only once out has been read.
 func (rl *relay) resetEvent() {
 	if cap(rl.ev) > keepEventCap {
 		rl.ev, rl.data = nil, nil
@@ -135,20 +142,4 @@ func (rl *relay) eventData() (data []byte, ok bool) {
 		ok = true
 	}
 	return rl.data, ok
-}
-
-// write sends b to the agent, within the write timeout.
-func (rl *relay) write(b []byte, flush bool) error {
-	if rl.writeTimeout > 0 {
-		_ = rl.rc.SetWriteDeadline(time.Now().Add(rl.writeTimeout)) // unsupported: the server's own timeouts apply
-	}
-	if _, err := rl.w.Write(b); err != nil {
-		return &agentError{err}
-	}
-	if flush {
-		if err := rl.rc.Flush(); err != nil {
-			return &agentError{err}
-		}
-	}
-	return nil
 }

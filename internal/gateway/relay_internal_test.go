@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,11 +39,35 @@ type countingFlusher struct {
 
 func (c *countingFlusher) Flush() { c.flushes++ }
 
+// pump copies rl to w as the gateway's reverse proxy does (FlushInterval
+// -1, 32 KiB buffers): each read written, then flushed.
+func pump(w http.ResponseWriter, rl *relay) error {
+	buf := make([]byte, 32<<10)
+	rc := http.NewResponseController(w)
+	for {
+		n, err := rl.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if ferr := rc.Flush(); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
 func runRelay(t *testing.T, src io.Reader, maxEvent int, meter streamMeter) (*countingFlusher, *relay, error) {
 	t.Helper()
 	w := &countingFlusher{ResponseRecorder: httptest.NewRecorder()}
-	rl := &relay{src: bufio.NewReaderSize(src, 16), w: w, rc: http.NewResponseController(w), maxEvent: maxEvent, meter: meter}
-	err := rl.run()
+	rl := &relay{src: bufio.NewReaderSize(src, 16), maxEvent: maxEvent, meter: meter}
+	err := pump(w, rl)
 	return w, rl, err
 }
 
@@ -90,9 +115,11 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 func TestRelayAgentGone(t *testing.T) {
 	w := failingWriter{httptest.NewRecorder()}
-	rl := &relay{src: bufio.NewReader(strings.NewReader("data: a\n\n")), w: w, rc: http.NewResponseController(w), maxEvent: 1 << 10}
+	aw := &agentWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: time.Minute}
+	rl := &relay{src: bufio.NewReader(strings.NewReader("data: a\n\n")), maxEvent: 1 << 10}
 	var ae *agentError
-	assert.ErrorAs(t, rl.run(), &ae)
+	assert.ErrorAs(t, pump(aw, rl), &ae)
+	assert.ErrorAs(t, aw.err, &ae, "the agent's writer keeps the failure for the record")
 }
 
 type failingWriter struct{ *httptest.ResponseRecorder }
