@@ -218,23 +218,12 @@ func (f *superviseFlags) stateDir() string {
 // settingError words a host's error for the flag it came from.
 func (f *superviseFlags) settingError(err error) error {
 	var he *host.Error
-	if !errors.As(err, &he) {
-		return err
+	if errors.As(err, &he) && he.Service == host.ControlPlane && errors.Is(he.Err, outbox.ErrLocked) {
+		return fmt.Errorf("%w: another hermeskilld delivers from --state-dir %s; give each concurrent supervise a state directory of its own",
+			he.Err, f.stateDir())
 	}
-	switch he.Service {
-	case host.Containment:
-		return fmt.Errorf("--containment %s: %w", f.containment, he.Err)
-	case host.Signer:
-		return fmt.Errorf("--signing-key: %w", he.Err)
-	case host.Audit:
-		return fmt.Errorf("--audit-log: %w", he.Err)
-	case host.ControlPlane:
-		if errors.Is(he.Err, outbox.ErrLocked) {
-			return fmt.Errorf("%w: another hermeskilld delivers from --state-dir %s; give each concurrent supervise a state directory of its own",
-				he.Err, f.stateDir())
-		}
-	}
-	return he.Err
+	return host.Word(err, map[host.Service]string{
+		host.Containment: "--containment " + f.containment, host.Signer: "--signing-key", host.Audit: "--audit-log"})
 }
 
 // setStdio gives the agent supervise's standard streams: a terminal as

@@ -12,7 +12,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -142,19 +141,8 @@ func newDaemon(o Options, noProcesses bool) (*Daemon, error) {
 
 // settingError words a host's error for the daemon file's setting.
 func settingError(cfg *config.Daemon, err error) error {
-	var he *host.Error
-	if !errors.As(err, &he) {
-		return err
-	}
-	switch he.Service {
-	case host.Containment:
-		return fmt.Errorf("containment %s: %w", cfg.Containment, he.Err)
-	case host.Signer:
-		return fmt.Errorf("signing_key: %w", he.Err)
-	case host.Audit:
-		return fmt.Errorf("audit log: %w", he.Err)
-	}
-	return he.Err
+	return host.Word(err, map[host.Service]string{
+		host.Containment: "containment " + cfg.Containment, host.Signer: "signing_key", host.Audit: "audit log"})
 }
 
 // ControlSocket is where the control API listens.

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,7 +29,7 @@ import (
 // case an event was lost (inotify drops events when its queue overflows).
 // Without inotify (the per-user limit of instances reached, say) it looks
 // every logPoll instead.
-var (
+const (
 	logRecheck = time.Second
 	logPoll    = 100 * time.Millisecond
 )
@@ -76,6 +77,8 @@ type logReader struct {
 	wake    chan struct{}
 	watcher *fsnotify.Watcher
 	watched chan struct{} // closed when the goroutine reading watcher ends
+	// recheck and poll are logRecheck and logPoll (tests lengthen them).
+	recheck, poll time.Duration
 }
 
 // watch sets up the follower's watcher on path's directory, which sees
@@ -121,7 +124,7 @@ func (lr *logReader) signal() {
 }
 
 func openLog(ctx context.Context, path string, req control.LogsRequest) (*logReader, error) {
-	lr := &logReader{ctx: ctx, path: filepath.Clean(path), follow: req.Follow}
+	lr := &logReader{ctx: ctx, path: filepath.Clean(path), follow: req.Follow, recheck: logRecheck, poll: logPoll}
 	if req.Follow {
 		// Before anything is read: what is written from here on is seen.
 		lr.watch()
@@ -294,9 +297,9 @@ func (lr *logReader) Read(p []byte) (int, error) {
 // wait waits for an event on the log, or for the next recheck; it reports
 // whether ctx ended.
 func (lr *logReader) wait() bool {
-	every := logPoll
+	every := lr.poll
 	if lr.wake != nil {
-		every = logRecheck
+		every = lr.recheck
 	}
 	t := time.NewTimer(every)
 	defer t.Stop()
@@ -312,50 +315,98 @@ func (lr *logReader) wait() bool {
 // switchFile, at the end of cur, moves on when cur was rotated away: what
 // was written to it after the last read, the files rotated after it
 // (when more than one rotation happened since the last look), then the
-// new live file. It reports whether there is something new to read.
+// live file. It reports whether there is something new to read.
+//
+// rotlog may be rotating while it looks. The live file is opened first
+// and is the one moved to once the rest is read (a rotation after that is
+// found at the next look). The rotated files are taken only from a walk
+// during which no rotation happened (their names named the same files
+// before and after it), so that their order is their names' order; a
+// look that finds rotlog rotating each time it walks is left to the next
+// one, which an event or the recheck brings.
 func (lr *logReader) switchFile() bool {
-	live, err := os.Stat(lr.path)
+	live, err := os.Open(lr.path)
 	if err != nil {
 		return false // rotated, the new one not created yet (or never created)
 	}
 	if lr.cur == nil {
-		f, err := os.Open(lr.path)
-		if err != nil {
-			return false
-		}
-		lr.cur = f
+		lr.cur = live
 		return true
 	}
-	fi, err := lr.cur.Stat()
-	if err != nil || os.SameFile(fi, live) {
+	lfi, err := live.Stat()
+	if err != nil {
+		live.Close()
 		return false
 	}
-	// cur is now path.k (or gone, past keep): the rest of cur, then
-	// path.k-1 … path.1 whole, then the live file.
-	var between []io.Reader
-	var opened []*os.File
-	for _, name := range rotatedLogs(lr.path) {
-		rfi, err := os.Stat(name)
-		if err != nil {
-			continue
-		}
-		if os.SameFile(rfi, fi) {
+	for range 3 {
+		fi, err := lr.cur.Stat()
+		if err != nil || os.SameFile(fi, lfi) {
 			break
 		}
+		before := rotatedFiles(lr.path)
+		between := rotatedSince(lr.path, fi, lfi)
+		if !slices.EqualFunc(before, rotatedFiles(lr.path), os.SameFile) {
+			for _, f := range between {
+				f.Close()
+			}
+			continue
+		}
+		// cur is path.k (or gone, past keep): the rest of cur, then
+		// path.k-1 … path.1 whole, then the live file.
+		rs := []io.Reader{lr.cur}
+		for _, f := range between {
+			rs = append(rs, f)
+		}
+		lr.head = io.MultiReader(rs...)
+		lr.older = append(between, lr.cur)
+		lr.cur = live
+		return true
+	}
+	live.Close()
+	return false
+}
+
+// rotatedFiles describes the rotated files of path, newest first.
+func rotatedFiles(path string) []os.FileInfo {
+	var out []os.FileInfo
+	for _, name := range rotatedLogs(path) {
+		if fi, err := os.Stat(name); err == nil {
+			out = append(out, fi)
+		}
+	}
+	return out
+}
+
+// rotatedSince opens the rotated files of path older than live and newer
+// than cur (all of them when cur is not among them: it went past keep),
+// oldest first. live is among them when rotlog rotated it after it was
+// opened: what is newer than it is read after it, at a later look.
+func rotatedSince(path string, cur, live os.FileInfo) []*os.File {
+	var files []*os.File
+	for _, name := range rotatedLogs(path) {
 		f, err := os.Open(name)
 		if err != nil {
 			continue
 		}
-		opened = append(opened, f)
-		between = append([]io.Reader{f}, between...)
+		fi, err := f.Stat()
+		switch {
+		case err != nil:
+			f.Close()
+			continue
+		case os.SameFile(fi, cur):
+			f.Close()
+			return files
+		case os.SameFile(fi, live):
+			f.Close()
+			for _, newer := range files {
+				newer.Close()
+			}
+			files = nil
+			continue
+		}
+		files = append([]*os.File{f}, files...)
 	}
-	lr.head = io.MultiReader(append([]io.Reader{lr.cur}, between...)...)
-	lr.older = append(opened, lr.cur)
-	lr.cur = nil
-	if f, err := os.Open(lr.path); err == nil {
-		lr.cur = f
-	}
-	return true
+	return files
 }
 
 // Close closes the files and the watcher, and waits for the goroutine

@@ -200,9 +200,6 @@ func TestLogTailDoesNotGrowWhileRead(t *testing.T) {
 // cancel ends the stream and, at Close, the watcher's goroutine.
 func TestLogFollowIsEventDriven(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	defer func(r, p time.Duration) { logRecheck, logPoll = r, p }(logRecheck, logPoll)
-	logRecheck, logPoll = time.Hour, time.Hour
-
 	path := filepath.Join(t.TempDir(), "bot.log")
 	w, err := rotlog.Open(path, 500, 10)
 	require.NoError(t, err)
@@ -211,6 +208,7 @@ func TestLogFollowIsEventDriven(t *testing.T) {
 	lr, err := openLog(ctx, path, control.LogsRequest{Tail: 0, Follow: true})
 	require.NoError(t, err)
 	require.NotNil(t, lr.watcher, "inotify is available here")
+	lr.recheck, lr.poll = time.Hour, time.Hour
 	got := &syncBuf{}
 	done := make(chan error, 1)
 	go func() {

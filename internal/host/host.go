@@ -19,6 +19,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -161,6 +162,22 @@ type Error struct {
 
 func (e *Error) Error() string { return string(e.Service) + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
+
+// Word words err for the caller's settings: an *Error of a service that
+// settings names is prefixed with that setting (supervise's
+// "--signing-key", the daemon file's "signing_key"), one of another
+// service is its own error (which names what failed); any other err is
+// returned as it is.
+func Word(err error, settings map[Service]string) error {
+	var he *Error
+	if !errors.As(err, &he) {
+		return err
+	}
+	if s, ok := settings[he.Service]; ok {
+		return fmt.Errorf("%s: %w", s, he.Err)
+	}
+	return he.Err
+}
 
 // Open makes the host's services, in this order: containment (removing
 // the cgroups a dead hermeskilld left), the runtime, the keeper (so that

@@ -70,3 +70,15 @@ func TestOpenCloseStart(t *testing.T) {
 		require.NoError(t, h.Close())
 	}
 }
+
+// TestWord words each kind of error: a named service's with its setting,
+// another service's as its own error, any other error unchanged.
+func TestWord(t *testing.T) {
+	base := errors.New("boom")
+	settings := map[Service]string{Signer: "--signing-key"}
+	require.EqualError(t, Word(&Error{Signer, base}, settings), "--signing-key: boom")
+	require.ErrorIs(t, Word(&Error{Signer, base}, settings), base)
+	require.Equal(t, base, Word(&Error{Keeper, base}, settings))
+	require.Equal(t, base, Word(base, settings))
+	require.Nil(t, Word(nil, settings))
+}
