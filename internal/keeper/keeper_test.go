@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -425,13 +424,20 @@ func probeDumpable() int {
 // then, of the same user, can open none of its descriptors through /proc.
 // Run as uid 65534, where a dumpable keeper would own its /proc/PID/fd.
 func TestKeeperUndumpableWhenReady(t *testing.T) {
-	cmd := exec.Command(testnobody.Executable(t), "-test.run=^$")
-	cmd.Dir = testnobody.Dir(t)
-	cmd.Env = append(os.Environ(), probeEnv+"=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	// Started through the package's runtime, whose reaper would take an
+	// os/exec child's exit status.
+	outFile, err := os.CreateTemp(t.TempDir(), "probe")
+	require.NoError(t, err)
+	defer outFile.Close()
+	p, err := rt.Start(procsup.Spec{Argv: []string{testnobody.Executable(t), "-test.run=^$"}, Dir: testnobody.Dir(t),
+		Env: append(os.Environ(), probeEnv+"=1"), Stdout: outFile, Stderr: outFile, Credential: testnobody.Credential()})
+	require.NoError(t, err)
+	st := p.Status()
+	outb, err := os.ReadFile(outFile.Name())
+	require.NoError(t, err)
+	out := string(outb)
+	require.Equal(t, 0, st.ShellCode(), "%s: %s", st, out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 20, "%s", out)
 	for i, line := range lines {
 		require.Equal(t, "uid 0", line, "keeper %d was still dumpable when Ready returned", i)
