@@ -79,7 +79,7 @@ soak:
 # run can end in a bare "context deadline exceeded" as FUZZTIME runs out,
 # with no failing input. That alone is not a crash and is let pass, saying
 # so; any other failure fails.
-FUZZTIME ?= 5s
+FUZZTIME ?= 2s
 FUZZ_TARGETS := \
 	internal/heartbeat:FuzzParse internal/heartbeat:FuzzCredentials \
 	internal/gateway:FuzzStreamMeter internal/gateway:FuzzStreamMeterBody \
