@@ -10,9 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"regexp"
-	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -346,40 +343,6 @@ func (f *superviseFlags) agent(fl *pflag.FlagSet, args []string) (*config.Agent,
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	return a, nil
-}
-
-var idUnsafe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._-]+`) })
-
-// deriveID names an agent after its command: `python3 agent.py` is
-// "agent", `./bot` is "bot".
-func deriveID(argv []string) string {
-	name := filepath.Base(argv[0])
-	if isInterpreter(name) {
-		for _, arg := range argv[1:] {
-			if !strings.HasPrefix(arg, "-") {
-				name = filepath.Base(arg)
-				break
-			}
-		}
-	}
-	name = strings.TrimSuffix(name, filepath.Ext(name))
-	name = strings.Trim(idUnsafe().ReplaceAllString(name, "-"), ".-")
-	if name == "" {
-		name = "agent"
-	}
-	if len(name) > 48 {
-		name = name[:48]
-	}
-	return name
-}
-
-func isInterpreter(name string) bool {
-	for _, p := range []string{"python", "node", "bash", "sh", "ruby", "perl", "deno", "bun", "uv", "java"} {
-		if name == p || strings.HasPrefix(name, p) && strings.Trim(name[len(p):], "0123456789.") == "" {
-			return true
-		}
-	}
-	return false
 }
 
 func isTerminal(f *os.File) bool {

@@ -4,8 +4,11 @@
 package supervisor
 
 import (
+	"slices"
 	"strings"
 	"sync"
+
+	"go.uber.org/zap"
 
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/fault"
@@ -79,12 +82,78 @@ func wireTools(r gateway.Record) []symptoms.ToolCall {
 	return out
 }
 
-// llmEnv are the variables an agent inherits that would point its SDKs
-// elsewhere than the gateway, or send the operator's organisation with
-// someone else's key: with the gateway on they are not passed.
-func llmEnv(kv string) bool {
-	k, _, _ := strings.Cut(kv, "=")
-	return strings.HasPrefix(k, "OPENAI_") || strings.HasPrefix(k, "ANTHROPIC_") || strings.HasPrefix(k, "HERMESKILL_LLM_")
+// strippedVars are the names of the provider variables (gateway.ProviderVar)
+// an agent would have got but for the gateway, by where they came from;
+// a name the agent file's env: sets is only in file.
+type strippedVars struct{ inherited, file []string }
+
+// withoutProviderVars is base (hermeskilld's environment, KEY=VALUE) and
+// extra (the agent file's env:) without the variables the gateway
+// replaces, and the names it removed, sorted. Every other variable passes:
+// OPENAI_AGENTS_DISABLE_TRACING, a default model, a log level.
+func withoutProviderVars(base []string, extra map[string]string) ([]string, map[string]string, strippedVars) {
+	var s strippedVars
+	keptExtra := make(map[string]string, len(extra))
+	for k, v := range extra {
+		if gateway.ProviderVar(k) {
+			s.file = append(s.file, k)
+			continue
+		}
+		keptExtra[k] = v
+	}
+	keptBase := slices.DeleteFunc(slices.Clone(base), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		if !gateway.ProviderVar(k) {
+			return false
+		}
+		if _, inFile := extra[k]; !inFile {
+			s.inherited = append(s.inherited, k)
+		}
+		return true
+	})
+	slices.Sort(s.file)
+	slices.Sort(s.inherited)
+	s.inherited = slices.Compact(s.inherited)
+	return keptBase, keptExtra, s
+}
+
+// logStripped says, once per name and never with a value, which provider
+// variables the agent did not get: replaced are those the grant sets
+// itself (given), removed those it gets none of. From hermeskilld's
+// environment that is the gateway doing its work (info); from the agent
+// file it is a setting that is not honoured (warn).
+func logStripped(log *zap.Logger, s strippedVars, given []string) {
+	set := make(map[string]bool, len(given))
+	for _, kv := range given {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	fields := func(names []string) []zap.Field {
+		var replaced, removed []string
+		for _, k := range names {
+			if set[k] {
+				replaced = append(replaced, k)
+			} else {
+				removed = append(removed, k)
+			}
+		}
+		var fs []zap.Field
+		if len(replaced) > 0 {
+			fs = append(fs, zap.Strings("replaced", replaced))
+		}
+		if len(removed) > 0 {
+			fs = append(fs, zap.Strings("removed", removed))
+		}
+		return fs
+	}
+	if len(s.inherited) > 0 {
+		log.Info("LLM gateway: provider credentials and endpoints of hermeskilld's environment not passed to the agent",
+			fields(s.inherited)...)
+	}
+	if len(s.file) > 0 {
+		log.Warn("LLM gateway: the agent file's env: sets provider credentials or endpoints, which are the gateway's: not passed to the agent",
+			fields(s.file)...)
+	}
 }
 
 // certMetered is the certificate's metered block: the grant's snapshot

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -223,14 +222,21 @@ func (r *Run) start() error {
 	if err != nil {
 		return err
 	}
-	env := procsup.AgentEnv(os.Environ(), a.Env, a.ID, sockPath, a.Checks.HeartbeatTimeout)
+	base, extra := os.Environ(), a.Env
+	var stripped strippedVars
+	if o.Gateway != nil {
+		base, extra, stripped = withoutProviderVars(base, extra)
+	}
+	env := procsup.AgentEnv(base, extra, a.ID, sockPath, a.Checks.HeartbeatTimeout)
 	if o.Gateway != nil {
 		// The provider keys stay here: the agent gets the gateway's base
 		// URLs and a handle of this run only.
 		r.meters = newMeterQueue()
 		r.meters.fail = r.Fail
 		r.grant = o.Gateway.Grant(a.ID, r.meters)
-		env = append(slices.DeleteFunc(env, llmEnv), r.grant.Env()...)
+		given := r.grant.Env()
+		env = append(env, given...)
+		logStripped(r.log, stripped, given)
 	}
 	if r.cg == nil {
 		// The keeper finds them by the socket every one of them inherits

@@ -86,6 +86,7 @@ func TestOpenAIAgentKilledByMeteredCost(t *testing.T) {
 	assert.Zero(t, c.FinalState.CostUSD, "final_state keeps what the agent reported: nothing")
 
 	checkKeys(t, rep, p, "OPENAI_API_KEY", "OPENAI_BASE_URL", "openai")
+	checkEnvLog(t, r, "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 	assert.NotContains(t, rep.env, "ANTHROPIC_API_KEY", "no anthropic upstream: the operator's key is not passed either")
 	checkRevocation(t, c, raw, rep, p)
 	checkAudit(t, r, c, rep.env["OPENAI_API_KEY"])
@@ -144,6 +145,7 @@ func TestAnthropicStreamingAgentKilledByMeteredCost(t *testing.T) {
 	assert.InDelta(t, float64(k)*0.093+float64(streams)*(20_000*3+10_000*0.30+1024*15)/1e6, u.CostUSD, 1e-9)
 
 	checkKeys(t, rep, p, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "anthropic")
+	checkEnvLog(t, r, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID")
 	assert.NotContains(t, rep.env, "OPENAI_API_KEY")
 	checkRevocation(t, c, raw, rep, p)
 	checkAudit(t, r, c, rep.env["ANTHROPIC_API_KEY"])

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -74,11 +75,17 @@ func built(t *testing.T) bins {
 
 // operatorEnv is what hermeskilld's own environment holds of the
 // providers, as an operator's shell might: the real keys and settings
-// that would send the agent's SDKs elsewhere. The agent must get none.
-var operatorEnv = []string{
+// that would send the agent's SDKs elsewhere, which the agent must not
+// get, and settings of the SDKs and their frameworks (operatorSettings),
+// which it must.
+var operatorEnv = append([]string{
 	"OPENAI_API_KEY=" + openaiKey, "OPENAI_BASE_URL=https://api.openai.com/v1", "OPENAI_ORG_ID=org-operator",
 	"ANTHROPIC_API_KEY=" + anthropicKey, "ANTHROPIC_BASE_URL=https://api.anthropic.com",
-}
+}, operatorSettings...)
+
+// operatorSettings are the variables of operatorEnv that are neither
+// credentials nor endpoints: they pass.
+var operatorSettings = []string{"OPENAI_AGENTS_DISABLE_TRACING=1", "ANTHROPIC_LOG=debug"}
 
 // e2e is one `hermeskilld supervise` run and what it left.
 type e2e struct {
@@ -228,12 +235,39 @@ func checkKeys(t *testing.T, rep agentReport, p *provider, keyVar, baseVar, upst
 		assert.NotContains(t, v, "api.openai.com", "the agent's %s", k)
 		assert.NotContains(t, v, "api.anthropic.com", "the agent's %s", k)
 	}
-	assert.NotContains(t, rep.env, "OPENAI_ORG_ID", "inherited OPENAI_* variables are not passed")
+	assert.NotContains(t, rep.env, "OPENAI_ORG_ID", "an inherited organisation id is not passed")
+	for _, kv := range operatorSettings {
+		k, v, _ := strings.Cut(kv, "=")
+		assert.Equal(t, v, rep.env[k], "the inherited setting %s passes", k)
+	}
 	seen := p.requests()
 	require.NotEmpty(t, seen)
 	for i, s := range seen {
 		assert.True(t, s.KeyOK, "request %d to %s carried the real key, alone", i, s.Path)
 		assert.NotContains(t, s.Headers, handle, "request %d: the agent's handle never leaves the gateway", i)
+	}
+}
+
+// checkEnvLog checks that hermeskilld's log names, on its one line about
+// them, the operator's variables the agent did not get, with none of
+// their values.
+func checkEnvLog(t *testing.T, r e2e, names ...string) {
+	t.Helper()
+	var lines []string
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if strings.Contains(l, "LLM gateway: provider credentials and endpoints of hermeskilld's environment") {
+			lines = append(lines, l)
+		}
+	}
+	require.Len(t, lines, 1, "one line names the variables not passed:\n%s", r.stderr)
+	for _, n := range names {
+		assert.Contains(t, lines[0], `"`+n+`"`)
+	}
+	for _, kv := range operatorEnv {
+		_, v, _ := strings.Cut(kv, "=")
+		if !slices.Contains(operatorSettings, kv) {
+			assert.NotContains(t, r.stderr, v, "a value in hermeskilld's log")
+		}
 	}
 }
 
