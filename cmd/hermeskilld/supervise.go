@@ -26,6 +26,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
+	"github.com/hermeskill/hermeskilld/internal/tty"
 )
 
 type superviseFlags struct {
@@ -70,6 +71,15 @@ SIGINT/SIGTERM to hermeskilld stop the agent through the ladder (a manual
 kill, with a certificate; an agent that answers it with exit 0 exits 0); a
 second one skips to SIGKILL. SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH and SIGCONT
 are forwarded to the agent.
+
+When stdin is hermeskilld's terminal, the agent is the terminal's
+foreground job for its life, as under a shell: it reads what is typed, and
+Ctrl-C, Ctrl-\, Ctrl-Z and window size changes reach the agent, not
+hermeskilld (a kill of hermeskilld from elsewhere still runs the ladder).
+When the agent stops (Ctrl-Z), hermeskilld gives the terminal back and
+stops too, so the shell's fg and bg apply to both; with no job control
+above hermeskilld the agent is continued at once. After the agent ends the
+terminal's foreground group and modes are restored.
 
 With a control plane (--control-plane-url, or control_plane in --config)
 certificates are POSTed to it through a durable outbox in --state-dir, and
@@ -134,6 +144,10 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	// No signal.Stop: it waits for the signal goroutine to be idle (half a
 	// millisecond of every exit), and the process ends with this run.
 
+	// The terminal's modes are saved before anything can change them.
+	tt := tty.Open(os.Stdin, log)
+	defer tt.Restore()
+
 	h, err := host.Open(f.hostOptions(a, log))
 	if err != nil {
 		return &exitError{code: exitUsage, err: f.settingError(err)}
@@ -145,7 +159,7 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	}
 	opts := h.RunOptions(a)
 	opts.SocketDir, opts.Credential, opts.HeartbeatRate = sockDir, cred, config.DefaultHeartbeatRate
-	setStdio(&opts)
+	setStdio(&opts, tt)
 	r, err := supervisor.Start(opts)
 	if err != nil {
 		h.CloseKeeper()
@@ -162,8 +176,12 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 			return []metrics.AgentSample{metrics.SampleOf(a.ID, st.State, &st, h.Gateway != nil)}
 		})
 	}
-	go relaySignals(sigs, r, log)
+	tt.Started(r.Main(), r.Stopping)
+	go relaySignals(sigs, r, tt, log)
 	out := r.Wait()
+	// Before anything else, so that a Ctrl-C during the control plane's
+	// flush is ours again.
+	tt.Restore()
 	h.CloseKeeper()
 	ctx, cancel := context.WithTimeout(context.Background(), f.cp.flushTimeout)
 	defer cancel()
@@ -223,15 +241,13 @@ func (f *superviseFlags) settingError(err error) error {
 		host.Containment: "--containment " + f.containment, host.Signer: "--signing-key", host.Audit: "--audit-log"})
 }
 
-// setStdio gives the agent supervise's standard streams: a terminal as
-// is, anything else through a pipe (its tail kept for the certificate).
-func setStdio(o *supervisor.Options) {
+// setStdio gives the agent supervise's standard streams: stdin as is,
+// an output terminal as is, anything else through a pipe (its tail kept
+// for the certificate). When stdin is our terminal, tt, the agent is
+// started in its foreground (package tty).
+func setStdio(o *supervisor.Options, tt *tty.Terminal) {
 	o.Stdin = os.Stdin
-	if isTerminal(os.Stdin) {
-		// The agent runs in its own process group, so that Ctrl-C reaches
-		// hermeskilld; a background group cannot read the terminal.
-		o.Stdin = nil
-	}
+	o.Foreground = tt.ForAgent()
 	if isTerminal(os.Stdout) {
 		o.StdoutDirect = os.Stdout
 	} else {
@@ -281,8 +297,12 @@ func exitCode(out supervisor.Outcome, preserve bool) int {
 }
 
 // relaySignals turns signals to hermeskilld into a manual kill (the first
-// stop signal), a hurry to SIGKILL (the second), or forwards them.
-func relaySignals(sigs <-chan os.Signal, r *supervisor.Run, log *zap.Logger) {
+// stop signal), a hurry to SIGKILL (the second), or forwards them. With a
+// terminal handed to the agent, Ctrl-C is the agent's alone (the terminal
+// signals its foreground group); a stop signal that reaches us came from
+// elsewhere and is ours. A SIGCONT continues the agent's group, with the
+// terminal when we are in its foreground (tt.Continued).
+func relaySignals(sigs <-chan os.Signal, r *supervisor.Run, tt *tty.Terminal, log *zap.Logger) {
 	stops := 0
 	for {
 		select {
@@ -293,11 +313,18 @@ func relaySignals(sigs <-chan os.Signal, r *supervisor.Run, log *zap.Logger) {
 				stops++
 				name := config.SignalName(sig)
 				if stops == 1 {
+					tt.Killing()
 					log.Warn("stop signal received; stopping the agent through the ladder", zap.String("signal", name))
 					r.Kill("signal:"+name, "hermeskilld received "+name)
 				} else {
 					log.Warn("second stop signal; skipping to SIGKILL", zap.String("signal", name))
 					r.Hurry()
+				}
+			case syscall.SIGCONT:
+				if tt != nil {
+					tt.Continued()
+				} else if err := r.Forward(sig); err != nil {
+					log.Debug("signal not forwarded", zap.String("signal", "SIGCONT"), zap.Error(err))
 				}
 			default:
 				if err := r.Forward(sig); err != nil {

@@ -65,20 +65,27 @@ func waitPidfd(pidfd int) (ExitStatus, error) {
 	return exitStatus(&info, &rusage), nil
 }
 
+// siginfoStatus reads si_status: the SIGCHLD union holds si_pid, si_uid,
+// then si_status (see siginfoPID for the union's offset).
+func siginfoStatus(info *unix.Siginfo) int {
+	const ptr = unsafe.Sizeof(uintptr(0))
+	const off = (12 + ptr - 1) &^ (ptr - 1)
+	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off+8)))
+}
+
 // CLD_* codes of siginfo_t for SIGCHLD (<asm-generic/siginfo.h>).
 const (
 	cldExited = 1
 	cldKilled = 2
 	cldDumped = 3
+	// cldStopped: stopped by a signal, si_status (waitid WSTOPPED).
+	cldStopped = 5
 )
 
 // exitStatus decodes a waitid siginfo: si_code says how the child ended,
 // si_status is the exit code or the signal (waitid(2)).
 func exitStatus(info *unix.Siginfo, ru *unix.Rusage) ExitStatus {
-	const ptr = unsafe.Sizeof(uintptr(0))
-	const off = (12 + ptr - 1) &^ (ptr - 1)
-	// The SIGCHLD union: si_pid, si_uid, then si_status.
-	status := int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off+8)))
+	status := siginfoStatus(info)
 	es := ExitStatus{
 		UserCPU: time.Duration(ru.Utime.Nano()),
 		SysCPU:  time.Duration(ru.Stime.Nano()),

@@ -33,6 +33,11 @@ type Spec struct {
 	Dir  string
 	// Files are the child's stdin, stdout, stderr; nil means /dev/null.
 	Stdin, Stdout, Stderr *os.File
+	// Foreground, when set, is our controlling terminal, whose foreground
+	// process group we are: the child's own group becomes it before the
+	// child execs (SysProcAttr.Foreground, with every signal blocked, so
+	// no SIGTTOU), as a shell gives a job the terminal. Not for helpers.
+	Foreground *os.File
 	// Credential runs the child as another user (daemon `user:`).
 	Credential *syscall.Credential
 	// CgroupFD, when > 0, starts the child straight into that cgroup
@@ -101,6 +106,45 @@ func (p *Process) Status() ExitStatus { <-p.done; return p.status }
 
 // ExitedAt is when the exit was observed; valid once Done is closed.
 func (p *Process) ExitedAt() time.Time { <-p.done; return p.exited }
+
+// SignalGroup sends sig to the child's process group (its own: Start
+// puts it there), as a shell signals a job — SIGCONT after a stop from
+// the terminal. Once the child is reaped nothing is sent: its group id
+// may then name someone else's group.
+func (p *Process) SignalGroup(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	err := unix.Kill(-p.pid, sig)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+// TakeStop reports whether the child is stopped and by which signal,
+// consuming the report (waitid(2) WSTOPPED: one per stop; its exit stays
+// for its owner to reap). Used on SIGCHLD by whoever cares about stops.
+func (p *Process) TakeStop() (syscall.Signal, bool) {
+	select {
+	case <-p.done:
+		return 0, false
+	default:
+	}
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WSTOPPED|unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || siginfoPID(&info) != p.pid || info.Code != cldStopped {
+			return 0, false
+		}
+		return syscall.Signal(siginfoStatus(&info)), true
+	}
+}
 
 // Signal sends sig through the pidfd (pidfd_send_signal(2)), so a recycled
 // pid is never signalled. An exited process is not an error.

@@ -48,6 +48,30 @@ func TestOwnProcessGroup(t *testing.T) {
 	require.Equal(t, os.Getpid(), st.PPID)
 }
 
+// A stop is reported once, with its signal, and leaves the exit to the
+// owner; SignalGroup continues the child's whole group.
+func TestTakeStopAndSignalGroup(t *testing.T) {
+	c := testchild.Start(t, rt, "hang", procsup.Spec{})
+	_, stopped := c.P.TakeStop()
+	require.False(t, stopped, "a running child is not stopped")
+	require.NoError(t, c.P.Signal(syscall.SIGTSTP))
+	var sig syscall.Signal
+	require.Eventually(t, func() bool { sig, stopped = c.P.TakeStop(); return stopped }, 5*time.Second, time.Millisecond)
+	require.Equal(t, syscall.SIGTSTP, sig)
+	_, again := c.P.TakeStop()
+	require.False(t, again, "one report per stop")
+	require.NoError(t, c.P.SignalGroup(syscall.SIGCONT))
+	require.Eventually(t, func() bool {
+		st, err := procfs.Default().Stat(c.P.PID())
+		return err == nil && st.State != 'T'
+	}, 5*time.Second, time.Millisecond, "continued")
+	require.NoError(t, c.P.SignalGroup(syscall.SIGKILL))
+	require.Equal(t, syscall.SIGKILL, c.P.Status().Signal, "the exit stays the owner's to reap")
+	_, stopped = c.P.TakeStop()
+	require.False(t, stopped)
+	require.NoError(t, c.P.SignalGroup(syscall.SIGKILL), "a reaped child's group is not signalled")
+}
+
 func TestStartErrors(t *testing.T) {
 	_, err := rt.Start(procsup.Spec{Argv: []string{"/nonexistent/agent"}})
 	var se *procsup.StartError

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -154,13 +155,20 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 	}
 	sys := &syscall.SysProcAttr{
 		// Its own process group: signals to the group reach the agent
-		// and its children, not us, and a terminal's Ctrl-C reaches us.
+		// and its children, not us; a terminal's Ctrl-C reaches us, or
+		// only the agent when it is given the terminal (Foreground).
 		Setpgid: true,
 		// If we die (even by SIGKILL) the agent dies too. Go's fork code
 		// re-checks getppid() after the prctl, closing the race with a
 		// parent that died during the fork.
 		Pdeathsig:  syscall.SIGKILL,
 		Credential: spec.Credential,
+	}
+	if spec.Foreground != nil && !spec.Helper {
+		// Still its own group (Foreground implies Setpgid), now the
+		// terminal's foreground one. Ctty is our descriptor: the ioctl
+		// runs before the child's descriptors are rearranged.
+		sys.Foreground, sys.Ctty = true, int(spec.Foreground.Fd())
 	}
 	if spec.Helper {
 		sys.Setpgid, sys.Setsid, sys.Pdeathsig = false, true, 0
@@ -184,6 +192,7 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 	}
 	rt.reaper.manageLocked(p.Pid)
 	rt.reaper.mu.Unlock()
+	runtime.KeepAlive(spec.Foreground)
 
 	proc := &Process{proc: p, pid: p.Pid, started: started, done: make(chan struct{})}
 	if spec.Helper {

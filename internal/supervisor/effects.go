@@ -106,6 +106,7 @@ func (r *Run) climb(plan escalate.Plan) <-chan escalate.Result {
 	ch := make(chan escalate.Result, 1)
 	lr := &ladderRun{done: make(chan struct{})}
 	r.climbing = lr
+	r.stopping.Store(true)
 	go func() {
 		lr.res = r.climbLadder(plan)
 		close(lr.done)

@@ -59,6 +59,11 @@ type Options struct {
 	Credential *syscall.Credential
 	// Stdin for the agent; nil is /dev/null.
 	Stdin *os.File
+	// Foreground, when set, is our controlling terminal, whose foreground
+	// group we are: the agent's process group becomes its foreground
+	// group before the agent execs (procsup.Spec.Foreground). Giving it
+	// back is the caller's (package tty).
+	Foreground *os.File
 	// StdoutDirect/StderrDirect hand a descriptor (a terminal) to the
 	// agent as is; otherwise output goes through a pipe to StdoutSink /
 	// StderrSink and its last 64 KiB are kept for the certificate.

@@ -73,6 +73,8 @@ type Run struct {
 	// climbing is the ladder in flight (set by the loop's goroutine),
 	// which a loop that panicked waits for rather than start another.
 	climbing *ladderRun
+	// stopping is set once a ladder climbs (Stopping).
+	stopping atomic.Bool
 
 	done    chan struct{}
 	outcome Outcome
@@ -252,7 +254,7 @@ func (r *Run) start() error {
 	}
 	proc, err := o.Runtime.Start(procsup.Spec{
 		Argv: a.Command, Env: env, Dir: a.Cwd,
-		Stdin: o.Stdin, Stdout: r.stdout.child, Stderr: r.stderr.child,
+		Stdin: o.Stdin, Stdout: r.stdout.child, Stderr: r.stderr.child, Foreground: o.Foreground,
 		Credential: o.Credential, CgroupFD: cgFD,
 	})
 	if err != nil {
@@ -372,6 +374,13 @@ func (r *Run) Reconfigure(a *config.Agent) {
 
 // PID is the main process's pid.
 func (r *Run) PID() int { return r.proc.PID() }
+
+// Stopping reports whether a ladder climbs or climbed: the agent is being
+// stopped (a kill, or the end of what its main process left behind).
+func (r *Run) Stopping() bool { return r.stopping.Load() }
+
+// Main is the agent's main process.
+func (r *Run) Main() *procsup.Process { return r.proc }
 
 // Done is closed when the run is over (certificate written).
 func (r *Run) Done() <-chan struct{} { return r.done }
