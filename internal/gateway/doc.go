@@ -10,8 +10,9 @@
 // It owns the listener, the per-run handles (Grant), the forwarding to the
 // configured upstreams, the provider error formats, the reading of usage
 // and tool calls from responses (streamed or not), the price file and the
-// cost it gives. It reports each request to an Observer and can refuse a
-// run's further requests (Grant.Revoke).
+// cost it gives. It reports each request to an Observer (its arrival too,
+// to a TrafficObserver: the run's traffic is its heartbeat) and can refuse
+// a run's further requests (Grant.Revoke).
 //
 // It never decides anything about an agent: it knows nothing of processes,
 // checks or budgets. It never logs or records keys, handles, prompts,

@@ -164,6 +164,21 @@ func (gr *Grant) landed(fl *flight) {
 	gr.mu.Unlock()
 }
 
+// arrived tells a TrafficObserver that a request arrived at.
+func (gr *Grant) arrived(at time.Time) {
+	if to, ok := gr.obs.(TrafficObserver); ok {
+		to.Arrived(at)
+	}
+}
+
+// gone tells a TrafficObserver that a request that arrived ended at
+// without a record.
+func (gr *Grant) gone(at time.Time) {
+	if to, ok := gr.obs.(TrafficObserver); ok {
+		to.Gone(at)
+	}
+}
+
 // report counts rec, then tells the observer.
 func (gr *Grant) report(rec Record) {
 	gr.mu.Lock()

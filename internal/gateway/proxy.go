@@ -90,6 +90,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.recoverRequest(gr)
+	gr.arrived(start)
 	rec := Record{At: start, Upstream: name, Path: truncate(rest, maxPathInRecord)}
 	if isWebSocket(r) {
 		// The Responses API's WebSocket transport: 426 is the answer its
@@ -117,6 +118,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g.log.Debug("llm request body unread", zap.String("agent", gr.agentID), zap.Error(err))
+		gr.gone(time.Now())
 		return
 	}
 	var info reqInfo

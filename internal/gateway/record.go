@@ -20,6 +20,30 @@ type Observer interface {
 	Request(r Record)
 }
 
+// TrafficObserver is an Observer told when each of the grant's requests
+// arrives, so that the run's traffic can be a heartbeat while a request is
+// in flight, not only once it ended.
+//
+// Every Arrived is followed, on the same goroutine, by exactly one
+// Request, or by one Gone for a request that leaves no record; the only
+// exception is a panic in the request's handling, which a FaultObserver is
+// told of instead (the run is failed). Neither may block.
+type TrafficObserver interface {
+	Observer
+	// Arrived: a request of the grant arrived at, its handle and its peer
+	// checked, before anything else is done with it.
+	Arrived(at time.Time)
+	// Gone: a request that arrived ended at without a record: its body
+	// could not be read (the agent went away, or was too slow sending it).
+	Gone(at time.Time)
+}
+
+// Answered reports whether the upstream answered the request in full with
+// a success: not refused, not cut, no error, a 2xx status.
+func (r Record) Answered() bool {
+	return !r.Refused && !r.Cut && r.Err == "" && r.Status/100 == 2
+}
+
 // FaultObserver is an Observer told of a panic in the gateway's handling
 // of one of the grant's requests (the gateway recovers it, counts it and
 // breaks that response off): the run should be failed, since what the

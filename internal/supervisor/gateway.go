@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -16,19 +17,37 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
 
-// meterQueue hands the gateway's records of one run to its loop. The
-// gateway calls Request on the request's goroutine and must never wait:
-// records are queued (a run's requests are few) and the loop is kicked.
+// meterQueue hands the gateway's view of one run's traffic to its loop:
+// each request's arrival, and its record (or, for one that left none, its
+// end). The gateway calls it on the request's goroutine and must never
+// wait: what it is told is queued in order (a run's requests are few) and
+// the loop is kicked.
 type meterQueue struct {
 	mu    sync.Mutex
-	recs  []gateway.Record
+	evs   []wireEvent
 	ready chan struct{}
 	fail  func(*fault.Error) // the run's Fail
 }
 
+// wireEvent is one thing the gateway told of a request: its arrival at
+// at, its end at at without a record (gone), or its record.
+type wireEvent struct {
+	at      time.Time
+	arrived bool
+	rec     *gateway.Record // nil: an arrival, or an end without a record
+}
+
+// end is when the request ended: its response's end, for a record.
+func (ev wireEvent) end() time.Time {
+	if ev.rec != nil {
+		return ev.rec.At.Add(ev.rec.Duration)
+	}
+	return ev.at
+}
+
 var (
-	_ gateway.Observer      = (*meterQueue)(nil)
-	_ gateway.FaultObserver = (*meterQueue)(nil)
+	_ gateway.TrafficObserver = (*meterQueue)(nil)
+	_ gateway.FaultObserver   = (*meterQueue)(nil)
 )
 
 // Fault is a panic in the gateway's handling of one of the run's
@@ -42,9 +61,18 @@ func (q *meterQueue) Fault(e *fault.Error) {
 
 func newMeterQueue() *meterQueue { return &meterQueue{ready: make(chan struct{}, 1)} }
 
-func (q *meterQueue) Request(r gateway.Record) {
+// Arrived is a request of the run arriving at the gateway.
+func (q *meterQueue) Arrived(at time.Time) { q.put(wireEvent{at: at, arrived: true}) }
+
+// Gone is a request that arrived and ended without a record.
+func (q *meterQueue) Gone(at time.Time) { q.put(wireEvent{at: at}) }
+
+// Request is a request's record, as its response ended.
+func (q *meterQueue) Request(r gateway.Record) { q.put(wireEvent{rec: &r}) }
+
+func (q *meterQueue) put(ev wireEvent) {
 	q.mu.Lock()
-	q.recs = append(q.recs, r)
+	q.evs = append(q.evs, ev)
 	q.mu.Unlock()
 	select {
 	case q.ready <- struct{}{}:
@@ -52,13 +80,17 @@ func (q *meterQueue) Request(r gateway.Record) {
 	}
 }
 
-// take returns the records queued so far.
-func (q *meterQueue) take() []gateway.Record {
+// take returns what was queued so far, in the order the gateway told it.
+// Without a gateway there is nothing.
+func (q *meterQueue) take() []wireEvent {
+	if q == nil {
+		return nil
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	recs := q.recs
-	q.recs = nil
-	return recs
+	evs := q.evs
+	q.evs = nil
+	return evs
 }
 
 // readyC is the queue's kick; nil (a receive that never fires) without a

@@ -26,7 +26,7 @@ type journalState struct {
 	path  string
 	owner runjournal.Owner
 	at    time.Time // last written
-	seen  uint64    // heartbeats then
+	seen  time.Time // the last heartbeat then (the agent's own or its LLM traffic)
 }
 
 // journalBegin writes the run's journal entry, once its main process is
@@ -53,7 +53,7 @@ func (r *Run) journalUpdate(st func() runState) {
 		return
 	}
 	s := st()
-	if uint64(s.engine.Heartbeats) == j.seen {
+	if s.engine.LastHeartbeat.Equal(j.seen) {
 		j.at = now // nothing new; look again later
 		return
 	}
@@ -62,7 +62,7 @@ func (r *Run) journalUpdate(st func() runState) {
 
 func (r *Run) journalWrite(st runState, now time.Time) {
 	j := r.jrnl
-	j.at, j.seen = now, uint64(st.engine.Heartbeats)
+	j.at, j.seen = now, st.engine.LastHeartbeat
 	t := symptoms.Symptom{Check: symptoms.SupervisorLost, Severity: symptoms.Terminal,
 		Message: "hermeskilld died while the agent ran"}
 	c := r.baseCertificate(t, st, nil)

@@ -144,8 +144,10 @@ func (l *loop) run() Outcome {
 			// unread or queued: read and apply it (each at its own
 			// arrival time) first, so the timer and the heartbeat cannot
 			// race.
+			// So may a request the gateway saw arrive or end.
 			l.eff.readNow()
 			msgs = l.drain(msgs)
+			l.meter()
 			l.handle(l.engine.Tick(l.at(time.Now())))
 		case now := <-sampleC:
 			sampleT.Reset(untilTick(time.Now(), iv))
@@ -329,8 +331,13 @@ func (l *loop) reconfigure(a *config.Agent) {
 	l.handle(l.engine.Reconfigure(engineConfig(l.a, l.metered), l.at(time.Now())))
 }
 
-// meter applies what the gateway counted: spend and tool calls decide the
-// budgets and tool_loop; each request is an event (an audit line).
+// meter applies what the gateway saw of the run's traffic, in the order
+// it was told. Each request's arrival and end are heartbeats, at their
+// own instants (as a datagram is applied at its arrival), and a request
+// in flight holds the heartbeat; an answered one is a step of progress
+// for a run that reports none (symptoms: liveness from the wire). A
+// record's spend and tool calls decide the budgets and tool_loop, and
+// each record is an event (an audit line).
 //
 // A record comes when its response ended, which for a long stream is
 // minutes after the request arrived (rec.At): its spend and tool calls are
@@ -339,14 +346,25 @@ func (l *loop) reconfigure(a *config.Agent) {
 // of a request that overlapped others. The event is stamped with the
 // response's end, and comes before the symptoms it caused.
 func (l *loop) meter() {
-	for _, rec := range l.meters.take() {
+	for _, ev := range l.meters.take() {
+		if ev.arrived {
+			l.handle(l.engine.RequestSent(l.at(ev.at)))
+			continue
+		}
+		rec := ev.rec
+		if rec != nil {
+			l.eff.emit(Event{Type: EventLLMRequest, LLM: rec, Time: ev.end()})
+		}
+		l.handle(l.engine.ResponseEnded(rec != nil && rec.Answered(), l.at(ev.end())))
+		if rec == nil {
+			continue
+		}
 		now := l.at(time.Now())
-		l.eff.emit(Event{Type: EventLLMRequest, LLM: &rec, Time: rec.At.Add(rec.Duration)})
 		if rec.UsageUnknown {
 			l.handle(l.engine.UsageUnknown(rec.Model, rec.Path, rec.CostUSD, now))
 		}
 		if !rec.Refused {
-			l.handle(l.engine.ObserveMetered(uint64(max(rec.Tokens(), 0)), rec.CostUSD, rec.Priced, rec.Model, wireTools(rec), now))
+			l.handle(l.engine.ObserveMetered(uint64(max(rec.Tokens(), 0)), rec.CostUSD, rec.Priced, rec.Model, wireTools(*rec), now))
 		}
 	}
 }

@@ -46,14 +46,16 @@ func (e *Engine) deadlines(buf *[maxDeadlines]deadline) []deadline {
 	if starting {
 		at := e.extended(e.st.Started.Add(c.StartupTimeout), e.startupExtend)
 		ds = append(ds, deadline{StartupTimeout, at, e.st.Started, c.StartupTimeout})
-	} else if t := e.st.HeartbeatTimeout; e.beatSeen && t > 0 {
+	} else if t := e.st.HeartbeatTimeout; e.beatSeen && t > 0 && !e.inFlight() {
 		at := e.extended(e.st.LastHeartbeat.Add(t), e.heartbeatExtend)
 		ds = append(ds, deadline{HeartbeatTimeout, at, e.st.LastHeartbeat, t})
 	}
 	// The startup deadline governs until READY or the first heartbeat (a
 	// slow start is no wedged main loop); without one, an agent that never
 	// reports must still die, so the progress clock runs from the start.
-	if c.ProgressTimeout > 0 && !starting {
+	// A request in flight holds the heartbeat deadline, and the progress
+	// deadline of a run whose steps are its answered requests (wire.go).
+	if c.ProgressTimeout > 0 && !starting && !e.progressHeld() {
 		ds = append(ds, deadline{ProgressTimeout, e.st.LastProgressAt.Add(c.ProgressTimeout), e.st.LastProgressAt, c.ProgressTimeout})
 	}
 	return e.unfired(ds)
@@ -131,11 +133,23 @@ func (e *Engine) timeoutSymptom(d deadline, now time.Time) Symptom {
 	}
 	switch d.check {
 	case StartupTimeout:
-		s.Message = fmt.Sprintf("no READY or heartbeat %s after start (startup timeout %s%s)", fmtSeconds(elapsed), d.timeout, ext)
+		what := "READY or heartbeat"
+		if e.cfg.Metered {
+			what = "READY, heartbeat or LLM request"
+		}
+		s.Message = fmt.Sprintf("no %s %s after start (startup timeout %s%s)", what, fmtSeconds(elapsed), d.timeout, ext)
 	case HeartbeatTimeout:
-		s.Message = fmt.Sprintf("no heartbeat for %s (timeout %s%s)", fmtSeconds(elapsed), d.timeout, ext)
+		what := "heartbeat"
+		if e.st.WireRequests > 0 {
+			what = "heartbeat or LLM traffic"
+		}
+		s.Message = fmt.Sprintf("no %s for %s (timeout %s%s)", what, fmtSeconds(elapsed), d.timeout, ext)
 	case ProgressTimeout:
-		s.Message = fmt.Sprintf("no progress for %s (last step %d, timeout %s)", fmtSeconds(elapsed), e.st.Progress, d.timeout)
+		var steps string
+		if !e.st.OwnProgress && e.st.WireRequests > 0 {
+			steps = "; a step is an answered LLM request"
+		}
+		s.Message = fmt.Sprintf("no progress for %s (last step %d, timeout %s%s)", fmtSeconds(elapsed), e.st.Progress, d.timeout, steps)
 	case MaxRuntime:
 		s.Message = fmt.Sprintf("ran for %s, over the runtime limit %s", fmtSeconds(elapsed), d.timeout)
 	case StopTimeout:

@@ -52,6 +52,14 @@ type State struct {
 	// Metered figures (Config.Metered): what the gateway counted.
 	MeteredTokens  uint64
 	MeteredCostUSD float64
+	// OwnProgress: the agent reported PROGRESS= itself, and Progress is
+	// its counter. Until then, with the gateway, Progress counts the
+	// LLM requests answered (wire.go).
+	OwnProgress bool
+	// WireRequests counts the run's requests that reached the gateway;
+	// InFlight is how many of them have not ended yet.
+	WireRequests uint64
+	InFlight     int
 	// CostUnknown: a metered request used a model with no price.
 	CostUnknown bool
 	// UsageUnknown: a metered request's usage was never read and it was
@@ -244,6 +252,7 @@ func (e *Engine) Observe(m *heartbeat.Message, now time.Time) []Symptom {
 		e.st.DumpSignal = m.DumpSignal
 	}
 	if m.Has(heartbeat.FieldProgress) {
+		e.ownProgress()
 		out = append(out, e.progress(m.Progress, now)...)
 	}
 	if m.Has(heartbeat.FieldTokens) {

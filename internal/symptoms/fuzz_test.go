@@ -160,7 +160,8 @@ func (r *input) sample() Sample {
 }
 
 // FuzzEngine drives an engine with random configs, messages, samples,
-// ticks, live edits and manual kills at non-decreasing times, and checks
+// ticks, live edits, manual kills and the wire's requests and responses
+// at non-decreasing times, and checks
 // after every step what the supervisor relies on:
 //   - a symptom is dated now, and every returned symptom is logged (while
 //     the log has room) and nothing else is;
@@ -171,7 +172,8 @@ func (r *input) sample() Sample {
 //     NextDeadline is strictly after the last now given (so a timer armed
 //     for it is never in the past); otherwise nothing is armed;
 //   - a Tick at or after NextDeadline fires, a Tick before it does not,
-//     and so does the deadline check that opens Observe and ObserveSample.
+//     and so does the deadline check that opens Observe, ObserveSample,
+//     RequestSent and ResponseEnded.
 func FuzzEngine(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("\x04\x04\x01\x10\x04\x08\xff\x03\x02\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x04\x02\x04"))
@@ -192,7 +194,7 @@ func FuzzEngine(f *testing.F) {
 		for step := 0; len(r.b) > 0 && step < 500; step++ {
 			now = now.Add(time.Duration(r.u8()%32) * 100 * time.Millisecond)
 			prevAt, armed := e.NextDeadline()
-			op := r.u8() % 8
+			op := r.u8() % 10
 			if op == 7 { // a timer: exactly at the deadline, or a hair before
 				if armed {
 					now = later(now, prevAt.Add(-time.Duration(r.u8()%2)))
@@ -221,6 +223,10 @@ func FuzzEngine(f *testing.F) {
 				syms = []Symptom{s}
 				killed = true
 				require.Equal(t, term == nil, first)
+			case 8:
+				syms = e.RequestSent(now)
+			case 9:
+				syms = e.ResponseEnded(r.u8()&1 != 0, now)
 			}
 
 			// The deadline that passed fired, and first.

@@ -131,12 +131,32 @@ func beats(from, to, interval time.Duration, fs ...field) []event {
 // every symptom, in order. Call it inside a synctest bubble.
 func drive(t testing.TB, e *Engine, start time.Time, evs []event, horizon time.Duration) []Symptom {
 	t.Helper()
+	steps := make([]step, len(evs))
+	for i, ev := range evs {
+		steps[i] = step{ev.at, func(e *Engine, now time.Time) []Symptom { return e.Observe(ev.m, now) }}
+	}
+	return driveSteps(t, e, start, steps, horizon)
+}
+
+// step is one input of the engine at an offset from the start: a message
+// (Observe), or an event of the run's LLM traffic (RequestSent,
+// ResponseEnded).
+type step struct {
+	at    time.Duration
+	apply func(e *Engine, now time.Time) []Symptom
+}
+
+// driveSteps is drive for any input: each step is applied at its offset,
+// and every deadline in between is ticked (one that falls on a step is
+// left to the step, whose entry point evaluates deadlines first).
+func driveSteps(t testing.TB, e *Engine, start time.Time, steps []step, horizon time.Duration) []Symptom {
+	t.Helper()
 	var out []Symptom
 	for i := 0; ; {
 		next := start.Add(horizon)
-		if i < len(evs) {
-			require.LessOrEqual(t, evs[i].at, horizon)
-			next = start.Add(evs[i].at)
+		if i < len(steps) {
+			require.LessOrEqual(t, steps[i].at, horizon)
+			next = start.Add(steps[i].at)
 		}
 		if at, ok := e.NextDeadline(); ok && at.Before(next) {
 			sleepUntil(at)
@@ -146,10 +166,10 @@ func drive(t testing.TB, e *Engine, start time.Time, evs []event, horizon time.D
 			continue
 		}
 		sleepUntil(next)
-		if i == len(evs) {
+		if i == len(steps) {
 			return out
 		}
-		out = append(out, e.Observe(evs[i].m, time.Now())...)
+		out = append(out, steps[i].apply(e, time.Now())...)
 		i++
 	}
 }

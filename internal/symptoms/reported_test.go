@@ -341,7 +341,7 @@ func TestState(t *testing.T) {
 	st := e.State()
 	errno := 11
 	require.Equal(t, State{Started: t0, Ready: true, ReadyAt: at(1), Status: "warming up", MainPID: 4242, Errno: &errno,
-		Progress: 3, LastProgressAt: at(1), Tokens: 1200, CostUSD: 0.5, LastTool: "search", ReportedTool: "search",
+		Progress: 3, LastProgressAt: at(1), OwnProgress: true, Tokens: 1200, CostUSD: 0.5, LastTool: "search", ReportedTool: "search",
 		ReportedTools: 1, LastHeartbeat: at(2),
 		Heartbeats: 1, Messages: 2, Errors: 1, LastError: "oops", ErrorStreak: 1, DumpSignal: "SIGUSR1"}, st)
 }

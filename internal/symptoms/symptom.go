@@ -3,8 +3,9 @@
 
 // Package symptoms decides why an agent must die. It owns the symptom
 // checks, whose names are stable (config keys, certificates, metrics): it
-// turns authenticated heartbeat messages, kernel samples and the passing of
-// time into symptoms, and reports the first terminal one. Enforcing, it
+// turns authenticated heartbeat messages, kernel samples, what the LLM
+// gateway saw of the run's traffic and the passing of time into symptoms,
+// and reports the first terminal one. Enforcing, it
 // stops evaluating deadlines there; in shadow mode (Config.Shadow) every
 // check goes on and fires at most once, so each would-be kill is reported.
 //
