@@ -63,6 +63,7 @@ import (
 	_ "github.com/hermeskill/hermeskilld/internal/procsup"
 	_ "github.com/hermeskill/hermeskilld/internal/supervisor"
 	_ "github.com/hermeskill/hermeskilld/internal/symptoms"
+	_ "github.com/hermeskill/hermeskilld/internal/tty"
 )
 
 func main() {
