@@ -240,7 +240,7 @@ sys.stdin.read(1)
 func TestSuperviseTerminalJobControl(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
-		t.Skip("bash is needed for a shell with job control")
+		t.Skip("bash not found in PATH: this test needs a shell with job control (apt-get install bash)")
 	}
 	dir := t.TempDir()
 	p := openPTY(t)
@@ -274,7 +274,10 @@ signal.pause()
 		require.NotZero(t, lf&unix.ECHO, "the shell's modes")
 		p.typ(t, "fg\n")
 		p.expect(t, `supervise`)
-		time.Sleep(200 * time.Millisecond) // the agent is given the terminal at SIGCONT
+		// The agent is given the terminal, with its own modes, at SIGCONT.
+		require.Eventually(t, func() bool {
+			return p.foreground(t) != sh.Process.Pid && p.lflag(t)&unix.ECHO == 0
+		}, 10*time.Second, 5*time.Millisecond, "the agent has the terminal again, in its own modes")
 		p.typ(t, "after-fg\n")
 		p.expect(t, `got='after-fg\\n' echo=0 fg=1`)
 		p.typ(t, "\x03") // Ctrl-C
@@ -296,13 +299,10 @@ signal.pause()
 	require.NoError(t, err)
 	p.typ(t, "kill %1\n")
 	p.expect(t, `GOT-SIGINT`)
-	for i := 0; ; i++ {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(hkPID)); err != nil {
-			break // exited, and reaped by the shell
-		}
-		require.Less(t, i, 1000, "hermeskilld did not exit after the shell's kill")
-		time.Sleep(10 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(hkPID))
+		return err != nil // exited, and reaped by the shell
+	}, 10*time.Second, 10*time.Millisecond, "hermeskilld did not exit after the shell's kill")
 	require.Equal(t, sh.Process.Pid, p.foreground(t))
 	c := cert(t, dir)
 	require.Equal(t, "manual", c["trigger_type"])

@@ -48,7 +48,7 @@ func TestGatewayEnvPassesAllButCredentials(t *testing.T) {
 		"sh env": func(out string) []string { return []string{"/bin/sh", "-c", `exec env >"$1"`, "sh", out} },
 		"python os.environ": func(out string) []string {
 			if python == "" {
-				t.Skip("no python3")
+				t.Skip("python3 not found in PATH: the os.environ agent needs it (apt-get install python3)")
 			}
 			return []string{python, "-c", "import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], 'w'))", out}
 		},
