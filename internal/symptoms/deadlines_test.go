@@ -38,15 +38,10 @@ func runDeadlineCases(t *testing.T, cases []deadlineCase) {
 				if horizon == 0 {
 					horizon = 10 * time.Minute
 				}
-				ts := terminals(drive(t, e, start, tc.evs, horizon))
-				if tc.check == "" {
-					require.Empty(t, ts)
+				s, fired := requireFirstTerminal(t, start, terminals(drive(t, e, start, tc.evs, horizon)), tc.check, tc.at)
+				if !fired {
 					return
 				}
-				require.NotEmpty(t, ts, "nothing fired")
-				s := ts[0]
-				require.Equal(t, tc.check, s.Check, "%+v", s)
-				requireTime(t, start.Add(tc.at), s.At, s.Message)
 				term, ok := e.Terminal()
 				require.True(t, ok)
 				require.Equal(t, s, term)
@@ -54,6 +49,21 @@ func runDeadlineCases(t *testing.T, cases []deadlineCase) {
 			})
 		})
 	}
+}
+
+// requireFirstTerminal requires the first of ts to be check at start+at,
+// or ts to be empty when check is "" (fired false).
+func requireFirstTerminal(t *testing.T, start time.Time, ts []Symptom, check Check, at time.Duration) (s Symptom, fired bool) {
+	t.Helper()
+	if check == "" {
+		require.Empty(t, ts)
+		return Symptom{}, false
+	}
+	require.NotEmpty(t, ts, "nothing fired")
+	s = ts[0]
+	require.Equal(t, check, s.Check, "%+v", s)
+	requireTime(t, start.Add(at), s.At, s.Message)
+	return s, true
 }
 
 func TestStartupTimeout(t *testing.T) {

@@ -68,15 +68,7 @@ func runWireCases(t *testing.T, cases []wireCase) {
 				if horizon == 0 {
 					horizon = 10 * time.Minute
 				}
-				ts := terminals(driveSteps(t, e, start, tc.steps, horizon))
-				if tc.check == "" {
-					require.Empty(t, ts)
-					return
-				}
-				require.NotEmpty(t, ts, "nothing fired")
-				s := ts[0]
-				require.Equal(t, tc.check, s.Check, "%+v", s)
-				requireTime(t, start.Add(tc.at), s.At, s.Message)
+				requireFirstTerminal(t, start, terminals(driveSteps(t, e, start, tc.steps, horizon)), tc.check, tc.at)
 			})
 		})
 	}
