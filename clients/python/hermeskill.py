@@ -266,10 +266,21 @@ class Client:
     ``address``: "/path" or "@abstract"; None reads HERMESKILL_SOCKET, else NOTIFY_SOCKET,
     from ``environ`` (default os.environ). Neither set (or set empty): a no-op client.
 
-    ``interrupt_main``: on STOP also raise KeyboardInterrupt in the main thread (once), so
-    a main thread blocked outside checkpoint() wakes up. Note that hermeskilld also sends
-    its cooperative signal (SIGINT by default) at the same moment: run it with
-    ``--coop-signal none`` when you use this, or the agent may get two KeyboardInterrupts.
+    ``interrupt_main`` (default True): on STOP, raise HermeskillTerminated in the main
+    thread, even inside a blocking call (a sleep, a socket read), so the agent's
+    ``except hermeskill.HermeskillTerminated:`` saves its work wherever the loop is. For this
+    the client takes SIGINT's handler when it is made in the main thread and SIGINT still
+    has Python's default handler: a SIGINT without a STOP stays a KeyboardInterrupt; after a
+    STOP the client sends SIGINT to the main thread itself (again every 0.1 s until the
+    handler ran: a signal that lands just before a blocking call begins would not end it),
+    and its handler raises HermeskillTerminated once, then ignores SIGINT (the agent is
+    stopping). The client then acknowledges the STOP (STOPPING=1) and hermeskilld withholds
+    its own cooperative signal, which could otherwise cut the agent's handler short. An
+    asyncio agent inside ``supervised_task()`` gets its task cancelled instead. When the
+    client cannot take the handler (the application has its own, or the client was made in
+    another thread) it does not acknowledge, and hermeskilld's signal comes as without a
+    client; given explicitly, True then also interrupts the main thread with
+    ``_thread.interrupt_main()``. False: only checkpoint() and stop_requested tell of a STOP.
 
     ``on_warning``: called with the text of each WARNING directive, from the client's
     receiver thread; an exception it raises is printed and otherwise ignored.
@@ -295,7 +306,7 @@ class Client:
         self,
         address: Optional[str] = None,
         *,
-        interrupt_main: bool = False,
+        interrupt_main: Any = _USE_DEFAULT,
         on_warning: Optional[Callable[[str], Any]] = None,
         dump_signal: Any = _USE_DEFAULT,
         heartbeat_interval: Optional[float] = None,
@@ -322,7 +333,15 @@ class Client:
         # last call (creating the client counts) and the ends of the open declared waits.
         self._active = time.monotonic()
         self._waits = []  # type: List[float]
+        # An explicit interrupt_main=True also interrupts a main thread whose SIGINT
+        # handler the client cannot take, with _thread.interrupt_main().
+        self._interrupt_explicit = interrupt_main is True
+        interrupt_main = True if interrupt_main is _USE_DEFAULT else bool(interrupt_main)
         self._interrupt_main = interrupt_main
+        # The main thread's SIGINT handler is ours (see interrupt_main): _raised is set once
+        # it raised HermeskillTerminated.
+        self._sigint_taken = False
+        self._raised = threading.Event()
         self._on_warning = on_warning
         # RLock: a signal handler of the agent may call the client while the main thread
         # is inside it.
@@ -383,6 +402,8 @@ class Client:
             self._try_connect()
         if self._announce:
             self._send([])  # the first datagram says which signal dumps our stacks
+        if bound and interrupt_main:
+            self._take_sigint()
         if bound:
             self._receiver_thread = threading.Thread(
                 target=self._receive_loop, name="hermeskill-directives", daemon=True
@@ -729,6 +750,7 @@ class Client:
             if self._closed:
                 return
             self._closed = True
+        self._give_back_sigint()
         if self._sock is None:
             return
         self._closing.set()
@@ -886,13 +908,63 @@ class Client:
             )
             calls, self._stop_calls = self._stop_calls, []
         self._stop_event.set()
-        if self._interrupt_main:
-            _thread.interrupt_main()
         for call in calls:
             try:
                 call()
             except Exception:
                 traceback.print_exc()
+        if calls:
+            # supervised_task(): the task's cancellation is the agent's stop path.
+            self._send(["STOPPING=1"], activity=False)
+        elif self._interrupt_main and self._sigint_taken:
+            self._send(["STOPPING=1"], activity=False)  # armed: SIGINT now raises the stop
+            threading.Thread(target=self._interrupt, name="hermeskill-interrupt", daemon=True).start()
+        elif self._interrupt_explicit:
+            _thread.interrupt_main()
+
+    def _take_sigint(self) -> None:
+        """Make SIGINT's handler ours, if it is Python's default and we are in the main thread."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+                return  # the application's own handler (or SIG_IGN): leave it be
+            signal.signal(signal.SIGINT, self._on_sigint)
+        except (ValueError, OSError):
+            return
+        self._sigint_taken = True
+
+    def _give_back_sigint(self) -> None:
+        """Put Python's default SIGINT handler back, if ours is still there (main thread only)."""
+        if not self._sigint_taken or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGINT) == self._on_sigint:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+        except (ValueError, OSError):
+            pass
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if not self._stop_event.is_set():
+            signal.default_int_handler(signum, frame)  # a SIGINT of its own: KeyboardInterrupt
+            return
+        if self._raised.is_set():
+            return  # the stop is being handled; a repeated SIGINT must not cut it short
+        self._raised.set()
+        raise self._terminated()
+
+    def _interrupt(self) -> None:
+        """Send SIGINT to the main thread until its handler has raised the stop."""
+        main = threading.main_thread().ident
+        _, _, grace, _ = self._stop_info or ("", "", None, None)
+        deadline = time.monotonic() + (grace if grace else 30.0)
+        while not self._raised.is_set() and main is not None and time.monotonic() < deadline:
+            try:
+                signal.pthread_kill(main, signal.SIGINT)
+            except (OSError, ValueError):
+                return  # the main thread is gone
+            if self._raised.wait(0.1):
+                return
 
 
 class Extension:

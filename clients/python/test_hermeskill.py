@@ -157,6 +157,9 @@ class SupervisedTestCase(unittest.TestCase):
 
     def client(self, **kwargs):
         kwargs.setdefault("dump_signal", None)
+        # The tests of the main thread's interruption ask for it; elsewhere a STOP would
+        # raise HermeskillTerminated into the test's own main thread.
+        kwargs.setdefault("interrupt_main", False)
         kwargs.setdefault("environ", {})
         hk = hermeskill.Client(kwargs.pop("address", self.sup.path), **kwargs)
         self.addCleanup(hk.close)
@@ -435,26 +438,58 @@ class DirectiveTest(SupervisedTestCase):
         stop = cm.exception
         self.assertEqual((stop.check, stop.reason, stop.grace, stop.kill_event_id), ("manual", "", None, None))
 
-    def test_stop_interrupts_main_thread_once(self):
+    def test_stop_raises_in_the_blocked_main_thread_and_is_acknowledged(self):
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         self.addCleanup(signal.signal, signal.SIGINT, previous)
         hk = self.connected_client(interrupt_main=True)
-        interrupted = False
+        self.assertIsNot(signal.getsignal(signal.SIGINT), signal.default_int_handler, "the client took SIGINT")
+        self.sup.start_reader()
+        stop = None
         try:
-            self.sup.send("STOP=1\nCHECK=progress_timeout\nREASON=no progress for 5m")
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:
-                time.sleep(0.005)
-        except KeyboardInterrupt:
-            interrupted = True
-        self.assertTrue(interrupted, "no KeyboardInterrupt in the main thread")
-        self.assertTrue(hk.stop_requested)
-        # A second STOP does not interrupt again: the barrier warning is handled after it,
-        # and the loop would raise KeyboardInterrupt out of the test if it did.
+            self.sup.send("STOP=1\nCHECK=progress_timeout\nREASON=no progress for 5m\nGRACE_USEC=3000000")
+            time.sleep(10)  # a blocking call: the stop must end it
+        except hermeskill.HermeskillTerminated as e:
+            stop = e
+        self.assertIsNotNone(stop, "no HermeskillTerminated in the main thread")
+        self.assertEqual((stop.check, stop.reason), ("progress_timeout", "no progress for 5m"))
+        self.sup.recv_until(lambda d: d == "STOPPING=1", timeout=5)
+        # Raised once: a later SIGINT (a late cooperative signal) and a second STOP do not
+        # interrupt the handler that saves the work.
+        signal.raise_signal(signal.SIGINT)
         self.sup.send("STOP=1\nCHECK=manual")
         self.barrier(hk)
         for _ in range(5):
             time.sleep(0.005)
+        hk.close()
+        self.assertIs(signal.getsignal(signal.SIGINT), signal.default_int_handler, "close() gave SIGINT back")
+
+    def test_sigint_without_stop_is_keyboard_interrupt(self):
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
+        self.connected_client(interrupt_main=True)
+        with self.assertRaises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+
+    def test_application_handler_is_left_and_stop_not_acknowledged(self):
+        got = []
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
+        hk = self.connected_client(interrupt_main=True)
+        self.sup.start_reader()
+        self.sup.send("STOP=1\nCHECK=manual")
+        wait_until(lambda: hk.stop_requested)
+        # interrupt_main=True given explicitly: the application's handler is called instead.
+        wait_until(lambda: got, what="the application's SIGINT handler")
+        self.barrier(hk)
+        self.assertNotIn("STOPPING=1", self.sup.collect(), "no acknowledgement: hermeskilld's signal must come")
+
+    def test_no_interruption_when_not_asked(self):
+        hk = self.connected_client(interrupt_main=False)
+        self.sup.start_reader()
+        self.sup.send("STOP=1\nCHECK=manual")
+        wait_until(lambda: hk.stop_requested)
+        self.barrier(hk)
+        self.assertNotIn("STOPPING=1", self.sup.collect())
 
     def test_warnings_are_kept_and_passed_to_callback(self):
         got = []

@@ -34,6 +34,7 @@ var agentFlags = []struct{ name, key, typ, usage string }{
 	{"max-steps", "checks.steps.kill", "int", "kill when PROGRESS goes over this"},
 	{"coop-signal", "escalation.coop_signal", "signal", "signal for the cooperative stop, or none"},
 	{"coop-grace", "escalation.coop_grace", "duration", "wait after the cooperative stop"},
+	{"ack-wait", "escalation.ack_wait", "duration", "wait for the client to acknowledge STOP before sending --coop-signal"},
 	{"term-grace", "escalation.term_grace", "duration", "wait after SIGTERM before SIGKILL"},
 	{"sample-interval", "checks.sample_interval", "duration", "how often kernel metrics are sampled"},
 }

@@ -31,6 +31,9 @@ const asMain = "HK_AS_HERMESKILLD"
 
 func TestMain(m *testing.M) {
 	keeper.Main()
+	if os.Getenv(asGoAgent) == "1" {
+		os.Exit(goAgent(os.Args[1]))
+	}
 	if os.Getenv(asMain) == "1" {
 		injectPanics(os.Getenv(panicEnv))
 		os.Exit(run(os.Args[1:]))

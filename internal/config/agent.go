@@ -123,7 +123,22 @@ type Escalation struct {
 	CoopGrace  time.Duration  `yaml:"coop_grace"`  // wait after the cooperative stop
 	TermGrace  time.Duration  `yaml:"term_grace"`  // wait after SIGTERM, also the stop_timeout after STOPPING=1
 	DumpWait   time.Duration  `yaml:"dump_wait"`   // wait after the agent's DUMP_SIGNAL for its stack traces
+	AckWait    time.Duration  `yaml:"ack_wait"`    // wait for the client's acknowledgement of STOP before the cooperative signal
 }
+
+// EffectiveAckWait is how long the ladder waits for a client to
+// acknowledge the STOP directive before it sends the cooperative signal:
+// ack_wait, but at most half of coop_grace, so that an agent whose client
+// does not answer still has the signal's half of the grace.
+func (e Escalation) EffectiveAckWait() time.Duration {
+	return min(e.AckWait, e.CoopGrace/2)
+}
+
+// DefaultAckWait is escalation.ack_wait's default. The clients answer a
+// STOP within a few milliseconds on an idle machine (p99 tens of ms); the
+// bound leaves room for a loaded one, and costs only agents whose client
+// does not answer, which get the cooperative signal that much later.
+const DefaultAckWait = 250 * time.Millisecond
 
 // DefaultAgent returns an agent with every built-in default and no id,
 // command or checks: what `supervise` uses without --config.
@@ -146,6 +161,7 @@ func DefaultAgent() *Agent {
 			CoopGrace:  10 * time.Second,
 			TermGrace:  5 * time.Second,
 			DumpWait:   200 * time.Millisecond,
+			AckWait:    DefaultAckWait,
 		},
 		Checks: Checks{
 			HeartbeatTimeoutMin: 100 * time.Millisecond,

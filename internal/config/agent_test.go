@@ -30,7 +30,7 @@ func exampleAgent(source string) *Agent {
 			Policy: RestartOnFailure, Backoff: time.Second, MaxBackoff: 5 * time.Minute,
 			MaxRestarts: 5, Window: 10 * time.Minute, StableAfter: time.Minute,
 		},
-		Escalation: Escalation{CoopSignal: syscall.SIGINT, CoopGrace: 10 * time.Second, TermGrace: 5 * time.Second, DumpWait: 200 * time.Millisecond},
+		Escalation: Escalation{CoopSignal: syscall.SIGINT, CoopGrace: 10 * time.Second, TermGrace: 5 * time.Second, DumpWait: 200 * time.Millisecond, AckWait: 250 * time.Millisecond},
 		Checks: Checks{
 			StartupTimeout:      60 * time.Second,
 			HeartbeatTimeout:    30 * time.Second,
@@ -395,7 +395,7 @@ checks:
 	require.Equal(t, map[string]string{"team": "infra", "site": "lab"}, a.Labels, "merged, the agent's key wins")
 	require.Equal(t, map[string]string{"LOG_LEVEL": "debug", "REGION": "eu"}, a.Env, "merged, the agent's key wins")
 	require.Equal(t, Restart{Policy: RestartOnFailure, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute, MaxRestarts: 3, Window: 10 * time.Minute, StableAfter: time.Minute}, a.Restart, "key by key")
-	require.Equal(t, Escalation{CoopSignal: syscall.SIGUSR1, CoopGrace: time.Second, TermGrace: 2 * time.Second, DumpWait: 200 * time.Millisecond}, a.Escalation, "key by key")
+	require.Equal(t, Escalation{CoopSignal: syscall.SIGUSR1, CoopGrace: time.Second, TermGrace: 2 * time.Second, DumpWait: 200 * time.Millisecond, AckWait: 250 * time.Millisecond}, a.Escalation, "key by key")
 	require.Equal(t, 10*time.Second, a.Checks.HeartbeatTimeout, "the agent's timeout wins")
 	require.Equal(t, 5*time.Minute, a.Checks.ProgressTimeout, "an unmentioned timeout is inherited")
 	require.Equal(t, time.Hour, a.Checks.MaxExtension, "inherited")

@@ -39,7 +39,7 @@ func TestLoadDaemonDesignExample(t *testing.T) {
 	}, d)
 
 	want := DefaultAgent()
-	want.Escalation = Escalation{CoopSignal: syscall.SIGINT, CoopGrace: 10 * time.Second, TermGrace: 5 * time.Second, DumpWait: 200 * time.Millisecond}
+	want.Escalation = Escalation{CoopSignal: syscall.SIGINT, CoopGrace: 10 * time.Second, TermGrace: 5 * time.Second, DumpWait: 200 * time.Millisecond, AckWait: 250 * time.Millisecond}
 	want.Checks.HeartbeatTimeout = 30 * time.Second
 	require.Equal(t, want, defs)
 }

@@ -180,7 +180,7 @@ func TestDocMergeExample(t *testing.T) {
 	a.Normalize()
 
 	require.Equal(t, map[string]string{"team": "research", "model": "qwen2.5-7b"}, a.Labels)
-	require.Equal(t, []KV{{"coop_signal", "SIGINT"}, {"coop_grace", "5s"}, {"term_grace", "10s"}, {"dump_wait", "200ms"}},
+	require.Equal(t, []KV{{"coop_signal", "SIGINT"}, {"coop_grace", "5s"}, {"term_grace", "10s"}, {"dump_wait", "200ms"}, {"ack_wait", "250ms"}},
 		a.Escalation.Describe())
 	require.Equal(t, []KV{
 		{"startup_timeout", "30s"}, {"heartbeat_timeout", "30s"}, {"heartbeat_timeout_min", "100ms"},
@@ -196,7 +196,7 @@ func TestSchemaKeys(t *testing.T) {
 	require.Equal(t, []string{
 		"id", "labels", "command", "user", "cwd", "env", "mode", "after_kill",
 		"restart", "restart.policy", "restart.backoff", "restart.max_backoff", "restart.max_restarts", "restart.window", "restart.stable_after",
-		"escalation", "escalation.coop_signal", "escalation.coop_grace", "escalation.term_grace", "escalation.dump_wait",
+		"escalation", "escalation.coop_signal", "escalation.coop_grace", "escalation.term_grace", "escalation.dump_wait", "escalation.ack_wait",
 		"checks", "checks.startup_timeout", "checks.heartbeat_timeout", "checks.heartbeat_timeout_min", "checks.heartbeat_timeout_max",
 		"checks.progress_timeout", "checks.max_runtime", "checks.max_extension", "checks.sample_interval",
 		"checks.memory", "checks.memory.warn", "checks.memory.kill", "checks.memory.for",

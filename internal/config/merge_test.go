@@ -40,7 +40,7 @@ func TestLayers(t *testing.T) {
 			file:     "escalation: {term_grace: 1s}\nrestart: {max_backoff: 1m}",
 			flags:    []flag{{"escalation.coop_grace", "500ms"}},
 			check: func(t *testing.T, a *Agent) {
-				require.Equal(t, Escalation{CoopSignal: syscall.SIGUSR1, CoopGrace: 500 * time.Millisecond, TermGrace: time.Second, DumpWait: 200 * time.Millisecond}, a.Escalation)
+				require.Equal(t, Escalation{CoopSignal: syscall.SIGUSR1, CoopGrace: 500 * time.Millisecond, TermGrace: time.Second, DumpWait: 200 * time.Millisecond, AckWait: 250 * time.Millisecond}, a.Escalation)
 				require.Equal(t, Restart{Policy: RestartAlways, Backoff: 2 * time.Second, MaxBackoff: time.Minute, MaxRestarts: 5, Window: 10 * time.Minute, StableAfter: time.Minute}, a.Restart)
 			},
 		},
@@ -172,7 +172,7 @@ func TestSetEveryKey(t *testing.T) {
 		{"id", "bot"}, {"user", "1000"}, {"cwd", "/srv"}, {"mode", "shadow"}, {"after_kill", "restart"},
 		{"restart.policy", "on-failure"}, {"restart.backoff", "2s"}, {"restart.max_backoff", "1m"},
 		{"restart.max_restarts", "3"}, {"restart.window", "5m"}, {"restart.stable_after", "30s"},
-		{"escalation.coop_signal", "none"}, {"escalation.coop_grace", "1s"}, {"escalation.term_grace", "2s"}, {"escalation.dump_wait", "0"},
+		{"escalation.coop_signal", "none"}, {"escalation.coop_grace", "1s"}, {"escalation.term_grace", "2s"}, {"escalation.dump_wait", "0"}, {"escalation.ack_wait", "100ms"},
 		{"checks.startup_timeout", "1m"}, {"checks.heartbeat_timeout", "10s"}, {"checks.heartbeat_timeout_min", "1s"},
 		{"checks.heartbeat_timeout_max", "20s"}, {"checks.progress_timeout", "5m"}, {"checks.max_runtime", "2h"},
 		{"checks.max_extension", "1h"}, {"checks.sample_interval", "500ms"},
@@ -186,7 +186,7 @@ func TestSetEveryKey(t *testing.T) {
 	require.Equal(t, &Agent{
 		ID: "bot", Labels: map[string]string{}, Env: map[string]string{}, User: "1000", Cwd: "/srv", Mode: ModeShadow, AfterKill: AfterKillRestart,
 		Restart:    Restart{Policy: RestartOnFailure, Backoff: 2 * time.Second, MaxBackoff: time.Minute, MaxRestarts: 3, Window: 5 * time.Minute, StableAfter: 30 * time.Second},
-		Escalation: Escalation{CoopGrace: time.Second, TermGrace: 2 * time.Second},
+		Escalation: Escalation{CoopGrace: time.Second, TermGrace: 2 * time.Second, AckWait: 100 * time.Millisecond},
 		Checks: Checks{
 			StartupTimeout: time.Minute, HeartbeatTimeout: 10 * time.Second, HeartbeatTimeoutMin: time.Second, HeartbeatTimeoutMax: 20 * time.Second,
 			ProgressTimeout: 5 * time.Minute, MaxRuntime: 2 * time.Hour, MaxExtension: time.Hour, SampleInterval: 500 * time.Millisecond,
@@ -235,6 +235,6 @@ func TestChecksDescribe(t *testing.T) {
 }
 
 func TestEscalationDescribe(t *testing.T) {
-	require.Equal(t, []KV{{"coop_signal", "SIGINT"}, {"coop_grace", "10s"}, {"term_grace", "5s"}, {"dump_wait", "200ms"}}, DefaultAgent().Escalation.Describe())
-	require.Equal(t, []KV{{"coop_signal", "none"}, {"coop_grace", "0"}, {"term_grace", "1m"}, {"dump_wait", "0"}}, Escalation{TermGrace: time.Minute}.Describe())
+	require.Equal(t, []KV{{"coop_signal", "SIGINT"}, {"coop_grace", "10s"}, {"term_grace", "5s"}, {"dump_wait", "200ms"}, {"ack_wait", "250ms"}}, DefaultAgent().Escalation.Describe())
+	require.Equal(t, []KV{{"coop_signal", "none"}, {"coop_grace", "0"}, {"term_grace", "1m"}, {"dump_wait", "0"}, {"ack_wait", "0"}}, Escalation{TermGrace: time.Minute}.Describe())
 }

@@ -85,6 +85,16 @@ type Plan struct {
 	// Directive sends the STOP directive to the agent's bound clients and
 	// returns how many got it; nil when there is no one to send to.
 	Directive func() int
+	// Acked, when set, is closed once a client that got the directive
+	// acknowledged it (STOPPING=1): the agent's own stop path is armed,
+	// and the cooperative signal is withheld, so that it cannot cut the
+	// agent's handler short (a KeyboardInterrupt raised inside the
+	// handler that saves the work). The ladder waits for it up to AckWait
+	// after the directive; without an acknowledgement by then the signal
+	// is sent as usual. The wait is part of CoopGrace, which counts from
+	// the directive: SIGTERM comes when it would have.
+	Acked   <-chan struct{}
+	AckWait time.Duration
 	// CoopSignal is sent to the main process at the cooperative stage; 0
 	// means none.
 	CoopSignal syscall.Signal

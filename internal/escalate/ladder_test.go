@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -164,6 +165,44 @@ func TestDirectiveAlone(t *testing.T) {
 	require.Equal(t, escalate.StepDirective, res.Steps[0].Name)
 	require.Equal(t, 2, res.Steps[0].Detail["clients"])
 	require.Equal(t, escalate.StageSIGKILL, res.Reached)
+}
+
+// A directive its client acknowledged withholds the cooperative signal:
+// the agent, which would exit 3 on SIGINT, never gets one and is stopped
+// by SIGTERM after the grace, counted from the directive.
+func TestAcknowledgedDirectiveWithholdsSignal(t *testing.T) {
+	tree, c := start(t, "exit-on-int")
+	acked := make(chan struct{})
+	p := plan()
+	p.Acked, p.AckWait = acked, 5*time.Second
+	p.Directive = func() int { close(acked); return 1 }
+	res := escalate.Run(tree, p)
+	require.NotContains(t, steps(res), escalate.StepCoopSignal)
+	d := res.Steps[0]
+	require.Equal(t, escalate.StepDirective, d.Name)
+	require.Equal(t, true, d.Detail["acknowledged"])
+	require.Equal(t, "SIGINT", d.Detail["withheld"])
+	require.Equal(t, escalate.StageSIGTERM, res.Reached)
+	require.NotEqual(t, 3, c.P.Status().Code, "no SIGINT reached it")
+	term := res.Steps[slices.Index(steps(res), escalate.StepSIGTERM)]
+	require.Less(t, term.At.Sub(d.At), 3*time.Second, "the grace counts from the directive, not from the acknowledgement's wait")
+}
+
+// Without an acknowledgement the signal follows the directive after
+// AckWait, and the agent's handler runs as before.
+func TestUnacknowledgedDirectiveGetsSignal(t *testing.T) {
+	tree, c := start(t, "exit-on-int")
+	p := plan()
+	p.CoopGrace = 10 * time.Second
+	p.Acked, p.AckWait = make(chan struct{}), 200*time.Millisecond
+	p.Directive = func() int { return 1 }
+	res := escalate.Run(tree, p)
+	require.Equal(t, []string{escalate.StepDirective, escalate.StepCoopSignal}, steps(res)[:2])
+	require.Equal(t, false, res.Steps[0].Detail["acknowledged"])
+	require.Nil(t, res.Steps[0].Detail["withheld"])
+	require.GreaterOrEqual(t, res.Steps[1].At.Sub(res.Steps[0].At), 200*time.Millisecond, "the signal waited for the acknowledgement")
+	require.Equal(t, escalate.StageCooperative, res.Reached)
+	require.Equal(t, 3, c.P.Status().Code)
 }
 
 // Last words: the announced dump signal goes first, then the dump wait.

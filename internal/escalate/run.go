@@ -143,15 +143,20 @@ func (r *runner) cooperative() bool {
 	if r.hurried() {
 		return false
 	}
-	asked := false
+	asked, acked := false, false
+	began := time.Now()
 	if r.p.Directive != nil && !r.mainExited() {
-		at := time.Now()
 		if n := r.p.Directive(); n > 0 {
 			asked = true
-			r.record(StepDirective, at, detail("clients", n))
+			acked = r.waitAck()
+			var withheld any // the signal the acknowledgement spared the agent
+			if acked && r.p.CoopSignal != 0 {
+				withheld = signalName(r.p.CoopSignal)
+			}
+			r.record(StepDirective, began, detail("clients", n, "acknowledged", acked, "withheld", withheld))
 		}
 	}
-	if r.p.CoopSignal != 0 && !r.mainExited() {
+	if r.p.CoopSignal != 0 && !acked && !r.mainExited() {
 		at := time.Now()
 		err := r.t.SignalMain(r.p.CoopSignal)
 		r.record(StepCoopSignal, at, detail("signal", signalName(r.p.CoopSignal), "error", err))
@@ -166,10 +171,12 @@ func (r *runner) cooperative() bool {
 	// whole grace would be spent on an agent that cannot answer.
 	_ = r.t.SignalMain(syscall.SIGCONT)
 	r.res.Reached = StageCooperative
+	// The grace counts from the directive: waiting for its
+	// acknowledgement does not delay SIGTERM.
 	at := time.Now()
-	ended := r.waitMain(r.p.CoopGrace)
+	deadline := began.Add(r.p.CoopGrace)
+	ended := r.waitMain(time.Until(deadline))
 	if ended == "main_exited" {
-		deadline := at.Add(r.p.CoopGrace)
 		wait := min(settle, time.Until(deadline))
 		if r.waitEmpty(wait) {
 			ended = "tree_empty"
@@ -225,6 +232,29 @@ func (r *runner) kill() {
 		return
 	}
 	r.record(StepReapTimeout, at, detail("timeout_ms", r.p.ReapTimeout.Milliseconds()))
+}
+
+// waitAck waits up to AckWait for the directive's acknowledgement
+// (Plan.Acked), leaving early when the main process exits or on a hurry.
+// The tree is let run first: a client held frozen cannot answer.
+func (r *runner) waitAck() bool {
+	if r.p.Acked == nil || r.p.AckWait <= 0 {
+		return false
+	}
+	r.release()
+	_ = r.t.SignalMain(syscall.SIGCONT) // a stopped client cannot answer either
+	t := time.NewTimer(r.p.AckWait)
+	defer t.Stop()
+	select {
+	case <-r.p.Acked:
+		return true
+	case <-r.t.MainExited():
+		return false
+	case <-t.C:
+		return false
+	case <-r.p.Hurry:
+		return false
+	}
 }
 
 // waitMain waits up to d for the main process to exit, or a hurry. It

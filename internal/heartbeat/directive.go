@@ -77,21 +77,25 @@ func (s *Socket) Clients() int {
 // message, without blocking: a client whose queue is full misses it, a
 // client that is gone is forgotten. It returns how many clients got it.
 func (s *Socket) Broadcast(payload []byte) int {
+	return len(s.BroadcastTo(payload))
+}
+
+// BroadcastTo is Broadcast, returning the addresses that got payload: a
+// client's answer to it (the acknowledgement of a STOP) is recognised by
+// its address, Received.Client.
+func (s *Socket) BroadcastTo(payload []byte) []string {
 	s.clientsMu.Lock()
 	addrs := make([]string, 0, len(s.clients))
 	for a := range s.clients {
 		addrs = append(addrs, a)
 	}
 	s.clientsMu.Unlock()
-	if len(addrs) == 0 {
-		return 0
-	}
-	sent := 0
+	sent := addrs[:0]
 	for _, a := range addrs {
 		sendErr := s.sendTo(payload, a)
 		switch {
 		case sendErr == nil:
-			sent++
+			sent = append(sent, a)
 			s.stats.directivesSent.Add(1)
 		case errors.Is(sendErr, unix.ECONNREFUSED), errors.Is(sendErr, unix.ENOENT):
 			s.clientsMu.Lock()

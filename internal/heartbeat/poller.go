@@ -318,3 +318,6 @@ func (p *Poller) Batches() uint64 { return p.batches.Load() }
 
 // String names the poller for logs.
 func (p *Poller) String() string { return fmt.Sprintf("heartbeat poller (every %s)", p.interval) }
+
+// Polled reports whether a poller reads s (in batches: see Sync).
+func (s *Socket) Polled() bool { return s.poller != nil }

@@ -34,6 +34,7 @@ func (r *Run) ladder(t symptoms.Symptom, dump string, dumpPID int) <-chan escala
 	r.killID = certs.NewID()
 	esc := r.loop.a.Escalation
 	stop := heartbeat.StopDirective(string(t.Check), t.Message, esc.CoopGrace, r.killID)
+	ackWait := esc.EffectiveAckWait()
 	thaw := func() {}
 	plan := escalate.Plan{
 		Revoke: r.revoke(t),
@@ -44,8 +45,16 @@ func (r *Run) ladder(t symptoms.Symptom, dump string, dumpPID int) <-chan escala
 		},
 		DumpWait: esc.DumpWait,
 		Directive: func() int {
-			return r.sock.Broadcast(stop)
+			r.ack.begin(time.Now())
+			to := r.sock.BroadcastTo(stop)
+			r.ack.sent(to)
+			if len(to) > 0 {
+				r.awaitAck(ackWait)
+			}
+			return len(to)
 		},
+		Acked:      r.ack.done,
+		AckWait:    ackWait,
 		CoopSignal: esc.CoopSignal,
 		CoopGrace:  esc.CoopGrace,
 		TermGrace:  esc.TermGrace,
@@ -196,6 +205,12 @@ func (r *Run) sample(c config.Checks, now time.Time) (symptoms.Sample, bool) {
 func (r *Run) heartbeats() heartbeat.StatsSnapshot { return r.sock.Stats() }
 
 func (r *Run) readNow() { r.sock.Sync() }
+
+func (r *Run) answered(client string, at time.Time) {
+	if r.ack.answer(client, at) {
+		r.log.Info("the agent's client acknowledged the stop", zap.String("client", client))
+	}
+}
 
 // dumpSignal turns an announced DUMP_SIGNAL into a signal, refusing the
 // ones that cannot be "last words" (they would kill or stop the agent).

@@ -42,6 +42,9 @@ type effects interface {
 	sample(checks config.Checks, now time.Time) (symptoms.Sample, bool)
 	// heartbeats are the socket's counters, for Status.
 	heartbeats() heartbeat.StatsSnapshot
+	// answered is told of each STOPPING=1 a client sent (from its
+	// address, read at at): once a STOP was sent, it may acknowledge it.
+	answered(client string, at time.Time)
 	// readNow puts what has reached the socket so far on its channel: a
 	// poller reads in batches, and a deadline must not be judged before a
 	// heartbeat that arrived in time is seen.
@@ -203,6 +206,9 @@ func (l *loop) observe(m *heartbeat.Received) {
 	fault.Inject(fault.RunLoop, l.a.ID)
 	if m.Msg.Has(heartbeat.FieldDumpSignal) {
 		l.dump, l.dumpPID = m.Msg.DumpSignal, m.PID // last words go to whoever announced them
+	}
+	if m.Msg.Has(heartbeat.FieldStopping) && l.ladder != nil {
+		l.eff.answered(m.Client, m.At)
 	}
 	l.handle(l.engine.Observe(&m.Msg, l.at(m.At)))
 	heartbeat.Free(m)

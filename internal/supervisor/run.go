@@ -73,6 +73,8 @@ type Run struct {
 	// climbing is the ladder in flight (set by the loop's goroutine),
 	// which a loop that panicked waits for rather than start another.
 	climbing *ladderRun
+	// ack is the acknowledgement of the STOP directive, once sent.
+	ack *stopAck
 	// stopping is set once a ladder climbs (Stopping).
 	stopping atomic.Bool
 
@@ -101,6 +103,7 @@ func Start(o Options) (*Run, error) {
 		o: o, id: a.ID, log: log, host: host,
 		treeReady: make(chan struct{}),
 		hurry:     make(chan struct{}),
+		ack:       newStopAck(),
 		done:      make(chan struct{}),
 		faults:    make(chan *fault.Error, 1),
 	}

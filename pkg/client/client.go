@@ -48,8 +48,11 @@ type Client struct {
 
 	dropped atomic.Uint64
 
-	stopped    context.Context // cancelled with a *StopError on STOP
-	stop       context.CancelCauseFunc
+	stopped context.Context // cancelled with a *StopError on STOP
+	stop    context.CancelCauseFunc
+	// watchers counts the contexts of Context that have not ended: an
+	// agent holding one watches for the stop, and a STOP is acknowledged.
+	watchers   atomic.Int64
 	warnings   chan string
 	done       chan struct{} // closed by Close
 	readerDone chan struct{} // closed when the directive reader returns

@@ -25,6 +25,13 @@ const (
 //
 // Each call registers with the client until the returned context ends: call
 // it once per task, not per step.
+//
+// While a context of Context is live, the agent is taken to watch it: the
+// client acknowledges a STOP (STOPPING=1) right after cancelling it, and
+// hermeskilld then withholds its cooperative signal (SIGINT by default),
+// which would otherwise end a Go agent at once (status 130) before its
+// context carried the StopError. Without a live context the signal comes
+// as usual.
 func (c *Client) Context(parent context.Context) context.Context {
 	if !c.supervised {
 		return parent
@@ -34,8 +41,12 @@ func (c *Client) Context(parent context.Context) context.Context {
 		cancel(context.Cause(c.stopped))
 		return ctx
 	}
+	c.watchers.Add(1)
 	unregister := context.AfterFunc(c.stopped, func() { cancel(context.Cause(c.stopped)) })
-	context.AfterFunc(ctx, func() { unregister() })
+	context.AfterFunc(ctx, func() {
+		unregister()
+		c.watchers.Add(-1)
+	})
 	return ctx
 }
 
@@ -84,8 +95,12 @@ func (c *Client) readDirectives() {
 // apply acts on one directive datagram.
 func (c *Client) apply(datagram []byte) {
 	stop, warning := parseDirective(datagram)
-	if stop != nil {
-		c.stop(stop) // only the first cause is kept
+	if stop != nil && c.stopped.Err() == nil {
+		watched := c.watchers.Load() > 0 // before the cancellation ends them
+		c.stop(stop)                     // only the first cause is kept
+		if watched {
+			c.Stopping() // the acknowledgement: the agent's stop path is armed
+		}
 	}
 	if warning != "" {
 		select {
