@@ -66,7 +66,7 @@ test-go:
 # escapee. Without the race detector: the figures are the shipped binary's.
 soak:
 	HK_SOAK_RUNS=50 HK_SOAK_DURATION=10m HK_ISOLATION_DURATION=5m HK_EXHAUST_RUNS=20 $(GO) test -count=1 -timeout 60m -v \
-		-run 'TestCooperativeStopNeverLost|TestFailClosedAtAnyMoment|TestFailClosedDaemonKilled|TestSoakDaemonChurn|TestHeartbeatIsolationUnderChurn|TestDescriptorFloodThroughGateway|TestTracelessEscapeeDiesWithSupervise' ./cmd/hermeskilld/
+		-run 'TestCooperativeStopNeverLost|TestClientStopWithDefaultSignal|TestFailClosedAtAnyMoment|TestFailClosedDaemonKilled|TestSoakDaemonChurn|TestHeartbeatIsolationUnderChurn|TestDescriptorFloodThroughGateway|TestTracelessEscapeeDiesWithSupervise' ./cmd/hermeskilld/
 
 # The fuzz targets of the parsers that agents, upstreams and files feed
 # (package:target), each fuzzed for FUZZTIME, one `go test -fuzz` at a time
