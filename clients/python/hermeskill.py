@@ -916,7 +916,7 @@ class Client:
         if calls:
             # supervised_task(): the task's cancellation is the agent's stop path.
             self._send(["STOPPING=1"], activity=False)
-        elif self._interrupt_main and self._sigint_taken:
+        elif self._interrupt_main and self._sigint_taken and self._sigint_still_ours():
             self._send(["STOPPING=1"], activity=False)  # armed: SIGINT now raises the stop
             threading.Thread(target=self._interrupt, name="hermeskill-interrupt", daemon=True).start()
         elif self._interrupt_explicit:
@@ -933,6 +933,13 @@ class Client:
         except (ValueError, OSError):
             return
         self._sigint_taken = True
+
+    def _sigint_still_ours(self) -> bool:
+        """The application may have set a SIGINT handler of its own since: then it is its."""
+        try:
+            return signal.getsignal(signal.SIGINT) == self._on_sigint
+        except (ValueError, OSError):
+            return False
 
     def _give_back_sigint(self) -> None:
         """Put Python's default SIGINT handler back, if ours is still there (main thread only)."""

@@ -483,6 +483,17 @@ class DirectiveTest(SupervisedTestCase):
         self.barrier(hk)
         self.assertNotIn("STOPPING=1", self.sup.collect(), "no acknowledgement: hermeskilld's signal must come")
 
+    def test_handler_set_after_the_client_is_the_applications(self):
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
+        hk = self.connected_client(interrupt_main=True)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the application's choice, made later
+        self.sup.start_reader()
+        self.sup.send("STOP=1\nCHECK=manual")
+        wait_until(lambda: hk.stop_requested)
+        self.barrier(hk)
+        self.assertNotIn("STOPPING=1", self.sup.collect(), "the client no longer holds SIGINT: no acknowledgement")
+
     def test_no_interruption_when_not_asked(self):
         hk = self.connected_client(interrupt_main=False)
         self.sup.start_reader()
