@@ -102,7 +102,7 @@ class DefaultClientTest(unittest.TestCase):
         sup = FakeSupervisor()
         self.addCleanup(sup.close)
         with mock.patch.dict(os.environ, {"HERMESKILL_SOCKET": sup.path}):
-            hk = hermeskill.Client.from_env(dump_signal=None)
+            hk = hermeskill.Client.from_env(dump_signal=None, interrupt_main=False)
         self.assertIs(hermeskill.default_client(), hk)
         hk.ready()
         sup.recv()

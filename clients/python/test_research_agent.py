@@ -71,7 +71,11 @@ class ResearchAgentTest(unittest.TestCase):
         m = re.search(r"hermeskill sent (\d+) messages, dropped (\d+)", stderr)
         self.assertIsNotNone(m, stderr)
         sent, dropped = int(m.group(1)), int(m.group(2))
-        self.assertEqual(len(seen), sent, "every message the client sent arrived")
+        # The acknowledgement of a STOP goes from the client's receiver thread right after
+        # the stop is set: an agent that sees the stop at checkpoint() may print its count
+        # before the acknowledgement is counted.
+        late_ack = 1 if seen and seen[-1] == "STOPPING=1" and len(seen) == sent + 1 else 0
+        self.assertEqual(len(seen) - late_ack, sent, "every message the client sent arrived")
         return proc.returncode, stderr, seen, dropped
 
     def test_unsupervised_run_completes(self):
