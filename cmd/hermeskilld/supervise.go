@@ -31,6 +31,7 @@ import (
 
 type superviseFlags struct {
 	id, configFile, certsDir, auditLog string
+	terminationLog                     string
 	metricsListen, signingKey          string
 	containment                        string
 	shadow, preserveStatus             bool
@@ -104,6 +105,7 @@ by the next run using the same --state-dir (it starts with them).`,
 	fl.StringVar(&f.cp.tokenFile, "control-plane-token-file", "", "the control plane's bearer token, in a file not readable by group or others")
 	fl.DurationVar(&f.cp.flushTimeout, "flush-timeout", defaultFlushTimeout, "at exit, wait at most this long for the control plane to take the certificates")
 	fl.StringVar(&f.cp.stateDir, "state-dir", "", "the control plane's outbox (STATE_DIR/outbox), shared with the next run (default: the directory that holds --certs-dir)")
+	fl.StringVar(&f.terminationLog, "termination-log", "", "write a digest of the certificate (why, stage, exit, id, spend; at most 4 KiB) to FILE for the container's termination message (default "+kubeTerminationLog+" when it exists)")
 	fl.StringVar(&f.auditLog, "audit-log", "", "append a hash-chained audit log of every event to FILE")
 	fl.StringVar(&f.signingKey, "signing-key", "", "sign certificates with this Ed25519 key (see hermeskilld keygen)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
@@ -183,6 +185,8 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	// flush is ours again.
 	tt.Restore()
 	h.CloseKeeper()
+	tlog, create := terminationLog(f.terminationLog)
+	writeTerminationLog(tlog, create, out, log)
 	ctx, cancel := context.WithTimeout(context.Background(), f.cp.flushTimeout)
 	defer cancel()
 	go cancelOnStop(ctx, cancel, sigs, log)
