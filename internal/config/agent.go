@@ -102,6 +102,10 @@ type Gateway struct {
 	// Listen is where the gateway listens, on loopback (default
 	// 127.0.0.1 on a free port).
 	Listen string `yaml:"listen" config:"listen"`
+	// DefaultMaxOutputTokens is the output a request that names no bound
+	// (max_tokens and the like) is reserved against the budget (default
+	// 4096).
+	DefaultMaxOutputTokens int64 `yaml:"default_max_output_tokens"`
 }
 
 // On reports whether the gateway is configured.

@@ -20,6 +20,9 @@ type problem struct {
 	msg    string
 	// check and reason: why the grant was revoked (403 only).
 	check, reason string
+	// noRetry: the SDKs must not retry it (x-should-retry: false, which
+	// the official OpenAI and Anthropic SDKs obey over their own rules).
+	noRetry bool
 }
 
 // anthropicTypes are Anthropic's error types by status.
@@ -28,6 +31,7 @@ var anthropicTypes = map[int]string{
 	http.StatusForbidden:             "permission_error",
 	http.StatusNotFound:              "not_found_error",
 	http.StatusRequestEntityTooLarge: "request_too_large",
+	http.StatusTooManyRequests:       "rate_limit_error",
 	http.StatusServiceUnavailable:    "overloaded_error",
 }
 
@@ -42,6 +46,9 @@ func (p problem) anthropicType() string {
 }
 
 func (p problem) openAIType() string {
+	if p.code == "insufficient_quota" {
+		return p.code // OpenAI's own, for a quota used up: its 429s say so
+	}
 	if p.status >= 500 {
 		return "server_error"
 	}
@@ -93,6 +100,9 @@ func (p problem) write(w http.ResponseWriter, style Style) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Set("X-Content-Type-Options", "nosniff")
+	if p.noRetry {
+		h.Set("X-Should-Retry", "false")
+	}
 	w.WriteHeader(p.status)
 	_, _ = w.Write(b) // the agent going away is not ours to report
 }

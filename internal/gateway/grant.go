@@ -6,6 +6,8 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
+	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -27,6 +29,12 @@ type Grant struct {
 	revoked  *Revocation  // nil: not revoked
 	closed   bool
 	inflight map[*flight]struct{}
+	budget   Budget
+	// spent is what the reported requests cost, held the worst case of
+	// those admitted and not yet reported: the budget is checked against
+	// their sum before a request is forwarded.
+	spent, held spend
+	holds       int // requests whose worst case is held
 	// what its requests used (Metered)
 	requests, refused, errors, incomplete, usageUnknown int64
 	models                                              map[string]*certs.ModelUsage
@@ -36,7 +44,29 @@ type Grant struct {
 // flight is a request of the grant between its admission and its record.
 type flight struct {
 	cancel context.CancelCauseFunc
+	// hold is the request's reservation while it is held against the
+	// budget (from its admission until its record is counted); nil: none.
+	hold *reservation
 }
+
+// Budget is what a grant's requests may cost in all, as the gateway
+// meters them. It is a cap, enforced before each request is forwarded:
+// the request's worst case (its reservation) must fit in what the spent
+// and the held leave, or it is refused. Zero fields are no limit.
+type Budget struct {
+	CostUSD float64
+	Tokens  int64
+}
+
+// spend is an amount of tokens and money.
+type spend struct {
+	tokens int64
+	usd    float64
+}
+
+// budgetSlack absorbs the rounding of summed prices: a request that fits
+// to the millionth of a cent is not refused.
+const budgetSlack = 1e-9
 
 // cutError is why a request in flight was ended by the gateway.
 type cutError struct {
@@ -44,12 +74,14 @@ type cutError struct {
 	code   string
 	msg    string
 	rev    *Revocation // set for a revocation
+	// budget is the budget a request did not fit in: "cost" or "tokens".
+	budget string
 }
 
 func (e *cutError) Error() string { return e.msg }
 
 func (e *cutError) problem() problem {
-	p := problem{status: e.status, code: e.code, msg: e.msg}
+	p := problem{status: e.status, code: e.code, msg: e.msg, noRetry: e.budget != ""}
 	if e.rev != nil {
 		p.check, p.reason = e.rev.Check, e.rev.Reason
 	}
@@ -143,8 +175,18 @@ func (gr *Grant) Close() {
 	}
 }
 
-// admit registers a request about to go upstream, or says why it may not.
-func (gr *Grant) admit(fl *flight) *cutError {
+// SetBudget caps what the grant's requests may cost from now on (a
+// lower cap refuses the next request that does not fit; nothing in
+// flight is cut for it).
+func (gr *Grant) SetBudget(b Budget) {
+	gr.mu.Lock()
+	gr.budget = b
+	gr.mu.Unlock()
+}
+
+// admit registers a request about to go upstream, holding its worst case
+// res (nil: unmetered) against the budget, or says why it may not go.
+func (gr *Grant) admit(fl *flight, res *reservation) *cutError {
 	gr.mu.Lock()
 	defer gr.mu.Unlock()
 	switch {
@@ -153,15 +195,78 @@ func (gr *Grant) admit(fl *flight) *cutError {
 	case gr.closed:
 		return errGrantClosed
 	}
+	if res != nil {
+		if e := gr.overBudget(res); e != nil {
+			return e
+		}
+		fl.hold = res
+		gr.holds++
+		gr.held.tokens += res.in + res.out
+		gr.held.usd += res.usd
+	}
 	gr.inflight[fl] = struct{}{}
 	return nil
 }
 
-// landed takes fl out of flight: its response is complete.
+// overBudget is the refusal of a request whose worst case res does not fit
+// in what the budget leaves, or nil. gr.mu is held.
+//
+// A request that names no output bound is reserved a default, a guess of
+// its worst case: it is refused when it does not fit beside requests in
+// flight, but alone, while the budget is not spent, it goes (as it would
+// to a threshold checked after the fact): refusing every such request as
+// soon as a default no longer fits would end runs that had budget left.
+// Its overshoot is at most its own cost; a request with a bound has none.
+func (gr *Grant) overBudget(res *reservation) *cutError {
+	b := gr.budget
+	alone := !res.bounded && gr.holds == 0
+	if b.CostUSD > 0 && res.priced {
+		used := gr.spent.usd + gr.held.usd
+		if used+res.usd > b.CostUSD+budgetSlack && !(alone && used < b.CostUSD) {
+			return &cutError{status: http.StatusTooManyRequests, code: "insufficient_quota", budget: "cost",
+				msg: fmt.Sprintf("hermeskilld: this request's worst case, $%.4f (%d input tokens estimated, %d output at most), "+
+					"does not fit in the run's budget: $%.4f of $%.4f spent or held by requests in flight", res.usd, res.in, res.out, used, b.CostUSD)}
+		}
+	}
+	if b.Tokens > 0 {
+		used := gr.spent.tokens + gr.held.tokens
+		if used+res.in+res.out > b.Tokens && !(alone && used < b.Tokens) {
+			return &cutError{status: http.StatusTooManyRequests, code: "insufficient_quota", budget: "tokens",
+				msg: fmt.Sprintf("hermeskilld: this request's worst case, %d tokens (%d input estimated, %d output at most), "+
+					"does not fit in the run's budget: %d of %d tokens spent or held by requests in flight", res.in+res.out, res.in, res.out, used, b.Tokens)}
+		}
+	}
+	return nil
+}
+
+// landed takes fl out of flight: its response is complete. Its worst case
+// stays held until its record is counted (report), so that no request is
+// admitted in between against a budget that counts it nowhere.
 func (gr *Grant) landed(fl *flight) {
 	gr.mu.Lock()
 	delete(gr.inflight, fl)
 	gr.mu.Unlock()
+}
+
+// release lets go of fl's hold when its record was never counted (its
+// handling panicked); once reported, it does nothing.
+func (gr *Grant) release(fl *flight) {
+	gr.mu.Lock()
+	gr.unhold(fl)
+	gr.mu.Unlock()
+}
+
+// unhold lets go of fl's hold. gr.mu is held.
+func (gr *Grant) unhold(fl *flight) {
+	if fl == nil || fl.hold == nil {
+		return
+	}
+	gr.held.tokens -= fl.hold.in + fl.hold.out
+	gr.held.usd -= fl.hold.usd
+	fl.hold = nil
+	if gr.holds--; gr.holds == 0 { // no sum of floats drifts while nothing is held
+		gr.held = spend{}
+	}
 }
 
 // arrived tells a TrafficObserver that a request arrived at.
@@ -179,9 +284,15 @@ func (gr *Grant) gone(at time.Time) {
 	}
 }
 
-// report counts rec, then tells the observer.
-func (gr *Grant) report(rec Record) {
+// report counts rec (of fl, nil for a refusal: its hold gives way to what
+// it cost, at once), then tells the observer.
+func (gr *Grant) report(rec Record, fl *flight) {
 	gr.mu.Lock()
+	gr.unhold(fl)
+	if !rec.Refused {
+		gr.spent.tokens += rec.Tokens()
+		gr.spent.usd += rec.CostUSD
+	}
 	if gr.first.IsZero() {
 		gr.first = rec.At
 	}

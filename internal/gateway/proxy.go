@@ -150,18 +150,22 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	fl := &flight{cancel: cancel}
-	if cut := gr.admit(fl); cut != nil {
+	if cut := gr.admit(fl, res); cut != nil {
+		if cut.budget != "" {
+			rec.OverBudget, rec.Err = cut.budget, cut.msg
+		}
 		g.refuse(w, gr, up, rec, cut.problem())
 		return
 	}
-	defer gr.landed(fl) // when forward panics; landed twice is harmless
+	defer gr.release(fl) // when forward panics; a no-op once reported
+	defer gr.landed(fl)  // when forward panics; landed twice is harmless
 	x := &exchange{g: g, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, up: up, ep: rt.ep, strip: strip, res: res, rec: rec,
 		agentID: gr.agentID}
 	abort := x.forward(rest, body)
 	gr.landed(fl)
 	x.rec.Duration = time.Since(start)
 	g.logRecord(gr, &x.rec)
-	gr.report(x.rec)
+	gr.report(x.rec, fl)
 	if abort {
 		// The upstream broke off a response already begun: break the
 		// agent's too, as the upstream would have, so that its SDK sees
@@ -198,7 +202,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, gr *Grant, up *upstream, rec Rec
 	rec.Refused, rec.Status, rec.Priced = true, p.status, true
 	rec.Duration = time.Since(rec.At)
 	g.logRecord(gr, &rec)
-	gr.report(rec)
+	gr.report(rec, nil)
 }
 
 func (g *Gateway) logRecord(gr *Grant, rec *Record) {

@@ -67,7 +67,10 @@ type Record struct {
 	// (502, 504).
 	Status  int
 	Stream  bool
-	Refused bool // by the gateway: revoked, closed, outside the API, too large
+	Refused bool // by the gateway: revoked, closed, outside the API, too large, over budget
+	// OverBudget names the budget (Grant.SetBudget) a refused request's
+	// worst case did not fit in: "cost" or "tokens"; Err says by how much.
+	OverBudget string
 	// Tokens read from the response's usage. InputTokens counts every
 	// input token, CachedInputTokens included (OpenAI's prompt_tokens;
 	// Anthropic's input_tokens + cache_creation_input_tokens +

@@ -122,6 +122,8 @@ type reservation struct {
 	in, out int64
 	usd     float64
 	priced  bool
+	// bounded: out is the request's own output bound, not the default.
+	bounded bool
 }
 
 // reserve estimates a request's worst case: its body's bytes / 4 as input
@@ -129,7 +131,7 @@ type reservation struct {
 // the estimate generous), and its output bound, else
 // DefaultMaxOutputTokens, as output tokens (none for embeddings).
 func (g *Gateway) reserve(ep endpoint, body []byte, info reqInfo) reservation {
-	r := reservation{in: int64(len(body)+3) / 4, out: info.maxOut}
+	r := reservation{in: int64(len(body)+3) / 4, out: info.maxOut, bounded: info.maxOut > 0}
 	if r.out <= 0 {
 		r.out = g.cfg.DefaultMaxOutputTokens
 	}

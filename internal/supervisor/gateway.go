@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/fault"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
@@ -100,6 +101,30 @@ func (q *meterQueue) readyC() <-chan struct{} {
 		return nil
 	}
 	return q.ready
+}
+
+// budget is the cap the gateway holds the run's requests to: the cost
+// and tokens checks' kill thresholds, in enforce mode (in shadow mode
+// nothing is refused: the checks record what they would have done).
+func budget(a *config.Agent) gateway.Budget {
+	var b gateway.Budget
+	if a.Mode == config.ModeShadow {
+		return b
+	}
+	if c := a.Checks.Cost; c != nil {
+		b.CostUSD = c.Kill
+	}
+	if t := a.Checks.Tokens; t != nil {
+		b.Tokens = t.Kill
+	}
+	return b
+}
+
+// setBudget gives the run's grant the budget of a, when it has one.
+func (r *Run) setBudget(a *config.Agent) {
+	if r.grant != nil {
+		r.grant.SetBudget(budget(a))
+	}
 }
 
 // wireTools are a record's tool calls as the engine counts them.

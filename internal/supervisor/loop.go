@@ -42,6 +42,9 @@ type effects interface {
 	sample(checks config.Checks, now time.Time) (symptoms.Sample, bool)
 	// heartbeats are the socket's counters, for Status.
 	heartbeats() heartbeat.StatsSnapshot
+	// setBudget gives the run's LLM traffic the budget of a (a new agent
+	// file): the gateway refuses a request whose worst case does not fit.
+	setBudget(a *config.Agent)
 	// answered is told of each STOPPING=1 a client sent (from its
 	// address, read at at): once a STOP was sent, it may acknowledge it.
 	answered(client string, at time.Time)
@@ -335,6 +338,7 @@ func (l *loop) reconfigure(a *config.Agent) {
 		l.log.Warn("mode enforce applies from the next start: a check already fired in shadow mode during this run")
 	}
 	l.handle(l.engine.Reconfigure(engineConfig(l.a, l.metered), l.at(time.Now())))
+	l.eff.setBudget(l.a)
 }
 
 // meter applies what the gateway saw of the run's traffic, in the order
@@ -362,16 +366,21 @@ func (l *loop) meter() {
 			l.eff.emit(Event{Type: EventLLMRequest, LLM: rec, Time: ev.end()})
 		}
 		l.handle(l.engine.ResponseEnded(rec != nil && rec.Answered(), l.at(ev.end())))
+		now := l.at(time.Now())
 		if rec == nil {
+			l.handle(l.engine.WireSettled(now))
 			continue
 		}
-		now := l.at(time.Now())
 		if rec.UsageUnknown {
 			l.handle(l.engine.UsageUnknown(rec.Model, rec.Path, rec.CostUSD, now))
+		}
+		if rec.OverBudget != "" {
+			l.handle(l.engine.OverBudget(symptoms.Check(rec.OverBudget), rec.Err, now))
 		}
 		if !rec.Refused {
 			l.handle(l.engine.ObserveMetered(uint64(max(rec.Tokens(), 0)), rec.CostUSD, rec.Priced, rec.Model, wireTools(*rec), now))
 		}
+		l.handle(l.engine.WireSettled(now))
 	}
 }
 

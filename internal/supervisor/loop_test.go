@@ -81,6 +81,7 @@ func (f *fakeEffects) sample(config.Checks, time.Time) (symptoms.Sample, bool) {
 func (f *fakeEffects) heartbeats() heartbeat.StatsSnapshot { return heartbeat.StatsSnapshot{} }
 func (f *fakeEffects) readNow()                            {}
 func (f *fakeEffects) answered(string, time.Time)          {}
+func (f *fakeEffects) setBudget(*config.Agent)             {}
 func (f *fakeEffects) journal(func() runState)             {}
 
 func (f *fakeEffects) emit(e Event) {

@@ -239,6 +239,7 @@ func (r *Run) start() error {
 		r.meters = newMeterQueue()
 		r.meters.fail = r.Fail
 		r.grant = o.Gateway.Grant(a.ID, r.meters)
+		r.grant.SetBudget(budget(a))
 		given := r.grant.Env()
 		env = append(env, given...)
 		logStripped(r.log, stripped, given)

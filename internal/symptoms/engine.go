@@ -109,13 +109,16 @@ type Engine struct {
 	// watchdog is the agent's WATCHDOG_USEC before clamping; 0 = none.
 	watchdog time.Duration
 
-	tools    toolHistory
-	sustain  map[sustainKey]time.Time // when a kernel condition began to hold
-	warned   map[Check]bool
-	fired    map[Check]bool
-	terminal *Symptom
-	manual   bool // an operator's kill: real in every mode
-	log      []Symptom
+	tools   toolHistory
+	sustain map[sustainKey]time.Time // when a kernel condition began to hold
+	warned  map[Check]bool
+	fired   map[Check]bool
+	// overBudget is a budget's refusal that waits for the requests in
+	// flight to end (OverBudget).
+	overBudget *Symptom
+	terminal   *Symptom
+	manual     bool // an operator's kill: real in every mode
+	log        []Symptom
 }
 
 // New starts evaluating at start (the agent's start time).

@@ -140,3 +140,41 @@ func TestMeteredUsageUnknown(t *testing.T) {
 	require.Equal(t, Cost, k.Check)
 	require.Equal(t, 1, e.State().Warnings)
 }
+
+// A request the gateway refused for the budget stops the run (terminal,
+// check cost or tokens), but only once the requests still in flight have
+// ended and their spend is counted: their answers are paid for.
+func TestOverBudgetWaitsForRequestsInFlight(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	e := New(Config{Metered: true, Checks: config.Checks{Cost: &config.CostLimit{Kill: 0.10}}}, now)
+	for range 3 {
+		require.Empty(t, e.RequestSent(now)) // two forwarded, the third refused
+	}
+	require.Empty(t, e.ResponseEnded(false, now)) // the refusal's end
+	require.Empty(t, e.OverBudget(Cost, "worst case does not fit", now))
+	require.Empty(t, e.WireSettled(now), "two requests in flight")
+
+	require.Empty(t, e.ResponseEnded(true, now))
+	require.Empty(t, e.ObserveMetered(1500, 0.03, true, "m", nil, now))
+	require.Empty(t, e.WireSettled(now), "one still in flight")
+
+	require.Empty(t, e.ResponseEnded(true, now))
+	require.Empty(t, e.ObserveMetered(1500, 0.03, true, "m", nil, now))
+	k := one(t, e.WireSettled(now))
+	require.Equal(t, Cost, k.Check)
+	require.Equal(t, Terminal, k.Severity)
+	require.Equal(t, "$0.06", k.Observed, "the spend of every answered request")
+	require.Equal(t, "$0.10", k.Threshold)
+	require.Equal(t, "worst case does not fit", k.Message)
+	require.Empty(t, e.WireSettled(now), "once")
+}
+
+// A refusal for a budget the run no longer has (lifted by a reload) or
+// for no budget check stops nothing.
+func TestOverBudgetWithoutThatBudget(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	e := New(Config{Metered: true, Checks: config.Checks{Cost: &config.CostLimit{Kill: 1}}}, now)
+	require.Empty(t, e.OverBudget(Tokens, "x", now))
+	require.Empty(t, e.OverBudget(Check("bogus"), "x", now))
+	require.Empty(t, e.WireSettled(now))
+}

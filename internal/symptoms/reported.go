@@ -135,6 +135,44 @@ func (e *Engine) ObserveMetered(tokens uint64, costUSD float64, priced bool, mod
 	return out
 }
 
+// OverBudget is a request the gateway refused before forwarding it: its
+// worst case did not fit in what the run's budget (check Cost or Tokens)
+// leaves. The budget is then spent as far as the gateway can promise, so
+// the run is stopped as if it had crossed it: a terminal symptom, with the
+// gateway's words (message). Requests in flight are already paid for: the
+// symptom waits for the last of them to end (ResponseEnded), so that their
+// answers reach the agent and their spend the certificate, then fires:
+// WireSettled says when, once each request's end and spend are applied.
+func (e *Engine) OverBudget(check Check, message string, now time.Time) []Symptom {
+	out := e.Tick(now)
+	if (check == Cost && e.cfg.Cost == nil) || (check == Tokens && e.cfg.Tokens == nil) || (check != Cost && check != Tokens) {
+		return out
+	}
+	if e.overBudget == nil {
+		e.overBudget = &Symptom{Check: check, Severity: Terminal, Message: message}
+	}
+	return out
+}
+
+// WireSettled fires a budget's refusal (OverBudget) once no request is in
+// flight; call it after a request's end (ResponseEnded) and its spend
+// (ObserveMetered) are applied.
+func (e *Engine) WireSettled(now time.Time) []Symptom {
+	if e.overBudget == nil || e.st.InFlight > 0 {
+		return nil
+	}
+	s := *e.overBudget
+	e.overBudget = nil
+	s.At = now
+	tokens, cost := e.spent()
+	if s.Check == Cost {
+		s.Observed, s.Threshold = usd(cost), usd(e.cfg.Cost.Kill)
+	} else {
+		s.Observed, s.Threshold = count(sat(tokens)), count(e.cfg.Tokens.Kill)
+	}
+	return e.fire(s)
+}
+
 // UsageUnknown is a metered request whose usage was never read (a stream
 // aborted or cut before its usage, a body over its bound): the gateway
 // charged it at its reservation, costUSD, which ObserveMetered then counts.
