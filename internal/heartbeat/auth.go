@@ -62,8 +62,8 @@ type cacheEntry struct {
 	expires time.Time
 }
 
-// authCache is used only by whoever reads the socket (its reader
-// goroutine, or under Socket.readMu with a Poller).
+// authCache is used under Socket.screenMu only: by whoever reads the
+// datagrams, and by the stream socket's accepting goroutine.
 type authCache struct {
 	auth    Authenticator
 	entries map[int]cacheEntry
