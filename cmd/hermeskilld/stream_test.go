@@ -4,6 +4,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
@@ -133,6 +135,13 @@ command: [%s, %s, beat, %q]
 escalation: {coop_grace: 10s, term_grace: 1s}
 checks: {heartbeat_timeout: 1s, max_runtime: 2s}
 `, python(t), src, m))
+	// While it runs, its status counts the connection.
+	require.Eventually(t, func() bool {
+		var st control.AgentStatus
+		r := d.ctl("status", "streamer", "--json")
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &st) == nil && st.Run != nil &&
+			st.Run.Messages.StreamAccepted >= 1 && st.Run.Messages.Accepted >= 2
+	}, 30*time.Second, 50*time.Millisecond, "status never counted the stream connection")
 	var first map[string]any
 	require.Eventually(t, func() bool {
 		cs := d.certs()

@@ -33,6 +33,8 @@ func wireRun(st supervisor.Status) *control.RunStatus {
 			Oversize: st.Heartbeat.Oversize, Malformed: st.Heartbeat.Malformed, Forged: st.Heartbeat.Forged,
 			Unverifiable: st.Heartbeat.Unverifiable, RateLimited: st.Heartbeat.RateLimited,
 			Overflow: st.Heartbeat.Overflow, Directives: st.Heartbeat.Directives,
+			StreamAccepted: st.Heartbeat.StreamAccepted, StreamRefused: st.Heartbeat.StreamRefused,
+			StreamOverLimit: st.Heartbeat.StreamOverLimit, StreamDropped: st.Heartbeat.StreamDropped,
 			MaxIntakeLagMS: float64(st.Heartbeat.MaxIntakeLag.Microseconds()) / 1000,
 		},
 	}
