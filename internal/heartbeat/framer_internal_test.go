@@ -60,3 +60,26 @@ func TestFramerLimit(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFramer: whatever the bytes and however the reads cut them, the
+// framer yields the same messages, never one over MaxDatagram, none with
+// an empty line inside.
+func FuzzFramer(f *testing.F) {
+	f.Add([]byte("READY=1\n\nWATCHDOG=1\r\n\r\n"), uint8(1))
+	f.Add([]byte("\n\n\r\nA=1\nB=2\n\nC"), uint8(3))
+	f.Add([]byte("\r\r\n\n\r"), uint8(2))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint8) {
+		whole, okWhole := frameAll(string(data), len(data)+1)
+		parts, okParts := frameAll(string(data), int(cut%16)+1)
+		require.Equal(t, okWhole, okParts)
+		if okWhole {
+			require.Equal(t, whole, parts)
+		}
+		for _, m := range parts {
+			require.LessOrEqual(t, len(m), MaxDatagram)
+			require.NotEmpty(t, m)
+			require.NotContains(t, m, "\n\n")
+			require.NotContains(t, m, "\n\r\n")
+		}
+	})
+}
