@@ -357,6 +357,7 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 			a := r.Agent
 			kv("state", r.State)
 			kv("socket", r.Socket)
+			kv("stream socket", r.StreamSocket)
 			ready := "no"
 			if a.Ready {
 				ready = "yes, at " + stampText(a.ReadyAt)

@@ -135,11 +135,12 @@ command: [%s, %s, beat, %q]
 escalation: {coop_grace: 10s, term_grace: 1s}
 checks: {heartbeat_timeout: 1s, max_runtime: 2s}
 `, python(t), src, m))
-	// While it runs, its status counts the connection.
+	// While it runs, its status names the socket and counts the connection.
 	require.Eventually(t, func() bool {
 		var st control.AgentStatus
 		r := d.ctl("status", "streamer", "--json")
 		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &st) == nil && st.Run != nil &&
+			st.Run.StreamSocket == filepath.Join(d.root, "run", "agents", "streamer", "stream.sock") &&
 			st.Run.Messages.StreamAccepted >= 1 && st.Run.Messages.Accepted >= 2
 	}, 30*time.Second, 50*time.Millisecond, "status never counted the stream connection")
 	var first map[string]any

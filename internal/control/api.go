@@ -116,6 +116,9 @@ type RunStatus struct {
 	Mode        string    `json:"mode"`        // enforce or shadow
 	StartedAt   time.Time `json:"started_at,omitzero"`
 	Socket      string    `json:"socket"`
+	// StreamSocket is the stream socket beside Socket (absent from
+	// older hermeskilld).
+	StreamSocket string `json:"stream_socket,omitempty"`
 	// Agent is what the agent reported about itself.
 	Agent AgentReport `json:"agent"`
 	// Trigger is the symptom the run is dying of, once one fired.

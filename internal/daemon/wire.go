@@ -19,7 +19,7 @@ func wireRun(st supervisor.Status) *control.RunStatus {
 	a := st.Agent
 	r := &control.RunStatus{
 		State: st.State, PID: st.PID, Containment: st.Containment, Mode: string(st.Mode),
-		StartedAt: st.Started.UTC(), Socket: st.Socket,
+		StartedAt: st.Started.UTC(), Socket: st.Socket, StreamSocket: st.StreamSocket,
 		Agent: control.AgentReport{
 			Ready: a.Ready, ReadyAt: utc(a.ReadyAt), Status: a.Status, Stopping: a.Stopping,
 			Progress: a.Progress, LastProgressAt: utc(a.LastProgressAt), Tokens: a.Tokens, CostUSD: a.CostUSD,

@@ -113,7 +113,8 @@ func Start(o Options) (*Run, error) {
 	}
 	metered := r.grant != nil
 	engine := symptoms.New(engineConfig(a, metered), r.proc.Started())
-	base := Status{ID: a.ID, PID: r.proc.PID(), Containment: r.tree.Mode(), Started: r.proc.Started(), Socket: r.sock.Path()}
+	base := Status{ID: a.ID, PID: r.proc.PID(), Containment: r.tree.Mode(), Started: r.proc.Started(), Socket: r.sock.Path(),
+		StreamSocket: r.sock.StreamPath()}
 	r.loop = newLoop(log, a, engine, r, base, r.sock.C(), r.proc.Done())
 	r.loop.metered, r.loop.meters, r.loop.faults = metered, r.meters, r.faults
 	r.emit(Event{Type: EventStarted})
