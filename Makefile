@@ -81,7 +81,7 @@ soak:
 # so; any other failure fails.
 FUZZTIME ?= 2s
 FUZZ_TARGETS := \
-	internal/heartbeat:FuzzParse internal/heartbeat:FuzzCredentials \
+	internal/heartbeat:FuzzParse internal/heartbeat:FuzzCredentials internal/heartbeat:FuzzFramer \
 	internal/gateway:FuzzStreamMeter internal/gateway:FuzzStreamMeterBody \
 	internal/gateway:FuzzToolCallAssembly internal/gateway:FuzzToolCallIndexes \
 	internal/gateway:FuzzStreamMeters internal/gateway:FuzzParseRequest \

@@ -357,6 +357,7 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 			a := r.Agent
 			kv("state", r.State)
 			kv("socket", r.Socket)
+			kv("stream socket", r.StreamSocket)
 			ready := "no"
 			if a.Ready {
 				ready = "yes, at " + stampText(a.ReadyAt)
@@ -368,6 +369,10 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 			kv("heartbeats", fmt.Sprint(a.Heartbeats))
 			kv("messages", fmt.Sprintf("%d accepted, %d dropped (forged %d, rate-limited %d)",
 				r.Messages.Accepted, r.Messages.Dropped, r.Messages.Forged, r.Messages.RateLimited))
+			if m := r.Messages; m.StreamAccepted+m.StreamRefused+m.StreamOverLimit > 0 {
+				kv("stream connections", fmt.Sprintf("%d accepted, %d refused, %d over the limit, %d dropped",
+					m.StreamAccepted, m.StreamRefused, m.StreamOverLimit, m.StreamDropped))
+			}
 			kv("heartbeat timeout", a.HeartbeatTimeout)
 			if !a.LastProgressAt.IsZero() {
 				kv("last progress", ago(a.LastProgressAt, now))

@@ -53,7 +53,8 @@ func newSupervise() *cobra.Command {
 		Short: "Run one agent in the foreground and kill it when it misbehaves",
 		Long: `Run COMMAND as a supervised agent. hermeskilld gives it a heartbeat socket
 (HERMESKILL_SOCKET, also NOTIFY_SOCKET so any sd_notify library works, and
-WATCHDOG_USEC when a heartbeat timeout is set), evaluates the checks given by
+WATCHDOG_USEC when a heartbeat timeout is set) and a stream socket carrying the
+same messages (HERMESKILL_STREAM_SOCKET), evaluates the checks given by
 flags or by --config, and when one fires escalates: a cooperative stop (a STOP
 directive to the agent's client and --coop-signal), --coop-grace, SIGTERM to
 the whole tree, --term-grace, SIGKILL to the whole tree. Every kill leaves a

@@ -239,10 +239,10 @@ var (
 	envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 )
 
-// reservedEnv are set by hermeskilld for the child: its heartbeat socket,
-// its id and the systemd names a notify library reads. An agent file
-// cannot override them.
-var reservedEnv = []string{"HERMESKILL_SOCKET", "HERMESKILL_AGENT_ID", "NOTIFY_SOCKET", "WATCHDOG_USEC"}
+// reservedEnv are set by hermeskilld for the child: its heartbeat sockets
+// (datagram and stream), its id and the systemd names a notify library
+// reads. An agent file cannot override them.
+var reservedEnv = []string{"HERMESKILL_SOCKET", "HERMESKILL_STREAM_SOCKET", "HERMESKILL_AGENT_ID", "NOTIFY_SOCKET", "WATCHDOG_USEC"}
 
 // problems are what is wrong with a, in the order of the schema: the rules
 // of its own keys, then those every key obeys, then those between keys.

@@ -189,6 +189,7 @@ func TestParseAgentErrors(t *testing.T) {
 		{"cwd relative", "cwd: work\n", `agent.yaml:1: cwd: "work" must be an absolute path`},
 		{"env bad name", "env:\n  1X: a\n", `agent.yaml:2: env: "1X" is not a valid variable name (letters, digits and '_', not starting with a digit)`},
 		{"env reserved", "env: {HERMESKILL_SOCKET: /x}\n", `agent.yaml:1: env.HERMESKILL_SOCKET: set by hermeskilld for the agent, cannot be overridden`},
+		{"env reserved stream", "env: {HERMESKILL_STREAM_SOCKET: /x}\n", `agent.yaml:1: env.HERMESKILL_STREAM_SOCKET: set by hermeskilld for the agent, cannot be overridden`},
 		{"env null value", "env:\n  A: b\n  FOO:\n", `agent.yaml:3: env.FOO: missing value (want a string)`},
 		{"env number", "env: {PORT: 8080}\n", `agent.yaml:1: env.PORT: must be a string, got integer 8080 (quote it: "8080")`},
 		{"env list", "env: [A=b]\n", `agent.yaml:1: env: must be a mapping of names to strings, got a list`},

@@ -116,6 +116,9 @@ type RunStatus struct {
 	Mode        string    `json:"mode"`        // enforce or shadow
 	StartedAt   time.Time `json:"started_at,omitzero"`
 	Socket      string    `json:"socket"`
+	// StreamSocket is the stream socket beside Socket (absent from
+	// older hermeskilld).
+	StreamSocket string `json:"stream_socket,omitempty"`
 	// Agent is what the agent reported about itself.
 	Agent AgentReport `json:"agent"`
 	// Trigger is the symptom the run is dying of, once one fired.
@@ -155,8 +158,9 @@ type TreeSample struct {
 	FDs        *int    `json:"fds,omitempty"`
 }
 
-// MessageCounts are the heartbeat socket's counters: datagrams read,
-// delivered, and dropped by reason.
+// MessageCounts are the heartbeat sockets' counters: messages read
+// (datagrams and stream messages), delivered, and dropped by reason; and
+// the stream socket's connections.
 type MessageCounts struct {
 	Received     uint64 `json:"received"`
 	Accepted     uint64 `json:"accepted"`
@@ -168,6 +172,13 @@ type MessageCounts struct {
 	RateLimited  uint64 `json:"rate_limited"`
 	Overflow     uint64 `json:"overflow"`
 	Directives   uint64 `json:"directives_sent"`
+	// The stream socket's connections: accepted, refused for their
+	// peer's credentials, refused over the connection limit, and closed
+	// by hermeskilld (a message over 8 KiB, a directive not taken).
+	StreamAccepted  uint64 `json:"stream_accepted"`
+	StreamRefused   uint64 `json:"stream_refused"`
+	StreamOverLimit uint64 `json:"stream_over_limit"`
+	StreamDropped   uint64 `json:"stream_dropped"`
 	// MaxIntakeLagMS is the longest a datagram waited from its arrival
 	// to its reading (the daemon's poller; 0 under supervise).
 	MaxIntakeLagMS float64 `json:"max_intake_lag_ms,omitempty"`

@@ -19,7 +19,7 @@ func wireRun(st supervisor.Status) *control.RunStatus {
 	a := st.Agent
 	r := &control.RunStatus{
 		State: st.State, PID: st.PID, Containment: st.Containment, Mode: string(st.Mode),
-		StartedAt: st.Started.UTC(), Socket: st.Socket,
+		StartedAt: st.Started.UTC(), Socket: st.Socket, StreamSocket: st.StreamSocket,
 		Agent: control.AgentReport{
 			Ready: a.Ready, ReadyAt: utc(a.ReadyAt), Status: a.Status, Stopping: a.Stopping,
 			Progress: a.Progress, LastProgressAt: utc(a.LastProgressAt), Tokens: a.Tokens, CostUSD: a.CostUSD,
@@ -33,6 +33,8 @@ func wireRun(st supervisor.Status) *control.RunStatus {
 			Oversize: st.Heartbeat.Oversize, Malformed: st.Heartbeat.Malformed, Forged: st.Heartbeat.Forged,
 			Unverifiable: st.Heartbeat.Unverifiable, RateLimited: st.Heartbeat.RateLimited,
 			Overflow: st.Heartbeat.Overflow, Directives: st.Heartbeat.Directives,
+			StreamAccepted: st.Heartbeat.StreamAccepted, StreamRefused: st.Heartbeat.StreamRefused,
+			StreamOverLimit: st.Heartbeat.StreamOverLimit, StreamDropped: st.Heartbeat.StreamDropped,
 			MaxIntakeLagMS: float64(st.Heartbeat.MaxIntakeLag.Microseconds()) / 1000,
 		},
 	}

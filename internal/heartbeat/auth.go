@@ -19,10 +19,10 @@ const (
 
 // Authenticator decides whether a sender pid belongs to the agent's tree.
 // It is called while the socket is read — with a Poller, on the goroutine
-// that reads every agent's socket — so it must answer at once and never
-// wait for its run's state (Config.Ready holds the reading back until the
-// run can answer): while it runs nothing is read, and Socket.Close waits
-// for it.
+// that reads every agent's socket — and as a stream connection is
+// accepted, so it must answer at once and never wait for its run's state
+// (Config.Ready holds the reading and the accepting back until the run can
+// answer): while it runs nothing is read, and Socket.Close waits for it.
 type Authenticator interface {
 	Authenticate(pid int) Verdict
 }
@@ -62,8 +62,8 @@ type cacheEntry struct {
 	expires time.Time
 }
 
-// authCache is used only by whoever reads the socket (its reader
-// goroutine, or under Socket.readMu with a Poller).
+// authCache is used under Socket.screenMu only: by whoever reads the
+// datagrams, and by the stream socket's accepting goroutine.
 type authCache struct {
 	auth    Authenticator
 	entries map[int]cacheEntry

@@ -98,7 +98,7 @@ func SupervisorDir(id string) (string, error) {
 	}
 	removeStaleRunDirs(base, os.Getpid(), processExists)
 	dir := filepath.Join(base, id+"."+strconv.Itoa(os.Getpid()))
-	if err := sockpath.Check(filepath.Join(dir, SocketName)); err != nil {
+	if err := checkSocketPaths(dir); err != nil {
 		return "", err
 	}
 	return dir, nil
@@ -143,10 +143,21 @@ func UserSupervisorDir(dir string) (run, base string, err error) {
 	}
 	removeStaleRunDirs(base, os.Getpid(), processExists)
 	run = filepath.Join(base, filepath.Base(dir))
-	if err := sockpath.Check(filepath.Join(run, SocketName)); err != nil {
+	if err := checkSocketPaths(run); err != nil {
 		return "", "", err
 	}
 	return run, base, nil
+}
+
+// checkSocketPaths checks that both sockets of a run directory dir fit in
+// sun_path.
+func checkSocketPaths(dir string) error {
+	for _, name := range []string{SocketName, StreamName} {
+		if err := sockpath.Check(filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // openDir opens dir itself, never a symbolic link in its place, and
@@ -204,7 +215,7 @@ func supervisorBase(xdgRuntime string, euid int, tmp string) string {
 
 // removeStaleRunDirs removes the run directories ("ID.PID") in base whose
 // run is gone: the pid is not self and does not exist, and the directory
-// holds nothing but the socket. A pid that exists is left alone, even
+// holds nothing but its sockets (SocketName, StreamName). A pid that exists is left alone, even
 // when it was reused by another process: the directory then waits for a
 // later run.
 func removeStaleRunDirs(base string, self int, exists func(pid int) bool) {
@@ -223,25 +234,53 @@ func removeStaleRunDirs(base string, self int, exists func(pid int) bool) {
 			continue
 		}
 		dir := filepath.Join(base, name)
-		inside, err := os.ReadDir(dir)
-		if err != nil || len(inside) > 1 || (len(inside) == 1 && inside[0].Name() != SocketName) {
-			continue
+		if sockets, ok := onlySockets(dir); ok && !anyListening(dir, sockets) {
+			for _, name := range sockets {
+				os.Remove(filepath.Join(dir, name))
+			}
+			os.Remove(dir)
 		}
-		// The pid says gone, but a hermeskilld in another PID namespace
-		// sharing this directory (a container's, an unshare'd one) has
-		// pids we cannot see: a socket someone still listens on is live.
-		if listening(filepath.Join(dir, SocketName)) {
-			continue
-		}
-		os.Remove(filepath.Join(dir, SocketName))
-		os.Remove(dir)
 	}
 }
 
-// listening reports whether a datagram socket is bound at path: a connect
-// succeeds (a file that is no socket, or a socket nobody holds, refuses).
-func listening(path string) bool {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+// socketTypes are the sockets a run directory may hold, by name.
+var socketTypes = map[string]int{SocketName: unix.SOCK_DGRAM, StreamName: unix.SOCK_STREAM}
+
+// onlySockets lists the entries of the run directory dir, and reports
+// whether they are all of socketTypes' names.
+func onlySockets(dir string) ([]string, bool) {
+	inside, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, false
+	}
+	names := make([]string, 0, len(inside))
+	for _, e := range inside {
+		if _, ok := socketTypes[e.Name()]; !ok {
+			return nil, false
+		}
+		names = append(names, e.Name())
+	}
+	return names, true
+}
+
+// anyListening reports whether one of the sockets of dir is live. The pid
+// says gone, but a hermeskilld in another PID namespace sharing this
+// directory (a container's, an unshare'd one) has pids we cannot see: a
+// socket someone still listens on is live.
+func anyListening(dir string, sockets []string) bool {
+	for _, name := range sockets {
+		if listening(filepath.Join(dir, name), socketTypes[name]) {
+			return true
+		}
+	}
+	return false
+}
+
+// listening reports whether a socket of type sotype is bound at path: a
+// connect succeeds (a file that is no socket, or a socket nobody holds,
+// refuses).
+func listening(path string, sotype int) bool {
+	fd, err := unix.Socket(unix.AF_UNIX, sotype|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return true // cannot tell: keep it
 	}

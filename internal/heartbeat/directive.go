@@ -66,23 +66,32 @@ func (s *Socket) addClient(addr string) {
 	s.clients[addr] = struct{}{}
 }
 
-// Clients is how many bound client addresses can receive directives.
+// Clients is how many clients can receive directives: bound client
+// addresses, and open stream connections.
 func (s *Socket) Clients() int {
 	s.clientsMu.Lock()
-	defer s.clientsMu.Unlock()
-	return len(s.clients)
+	n := len(s.clients)
+	s.clientsMu.Unlock()
+	if s.stream != nil {
+		n += s.stream.count()
+	}
+	return n
 }
 
 // Broadcast sends payload to every bound client that sent an authenticated
 // message, without blocking: a client whose queue is full misses it, a
-// client that is gone is forgotten. It returns how many clients got it.
+// client that is gone is forgotten. It also writes it to every stream
+// connection, in the stream framing, each within DirectiveWriteTimeout: a
+// connection that does not take it in time loses it and is closed. It
+// returns how many clients got it.
 func (s *Socket) Broadcast(payload []byte) int {
 	return len(s.BroadcastTo(payload))
 }
 
-// BroadcastTo is Broadcast, returning the addresses that got payload: a
-// client's answer to it (the acknowledgement of a STOP) is recognised by
-// its address, Received.Client.
+// BroadcastTo is Broadcast, returning the identities that got payload
+// (bound addresses, "stream:N"): a client's answer to it (the
+// acknowledgement of a STOP) is recognised by its identity,
+// Received.Client.
 func (s *Socket) BroadcastTo(payload []byte) []string {
 	s.clientsMu.Lock()
 	addrs := make([]string, 0, len(s.clients))
@@ -105,6 +114,9 @@ func (s *Socket) BroadcastTo(payload []byte) []string {
 		default:
 			s.stats.directivesDropped.Add(1)
 		}
+	}
+	if s.stream != nil {
+		sent = append(sent, s.stream.broadcast(payload, &s.stats)...)
 	}
 	return sent
 }

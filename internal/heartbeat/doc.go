@@ -19,6 +19,13 @@
 // /proc process tree). Oversize, malformed, forged, unverifiable and
 // rate-limited datagrams are dropped and counted, never delivered.
 //
+// Beside the datagram socket, a SOCK_STREAM socket (Config.StreamPath,
+// StreamName) carries the same messages for runtimes without Unix
+// datagrams: KEY=VALUE lines, each message ended by an empty line, the
+// peer authenticated once by SO_PEERCRED at accept with the same rules,
+// directives written back on the connection in the same framing (see
+// stream.go).
+//
 // This package decides nothing about the agent's health; it hands
 // authenticated messages to the symptoms engine through a channel.
 package heartbeat

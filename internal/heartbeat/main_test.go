@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,23 @@ var helpers = map[string]func() error{
 				return os.NewSyscallError("send", err)
 			}
 		}
+		fmt.Println("sent")
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		return nil
+	},
+	// stream: connect to the stream socket HK_STREAM, write the message
+	// HK_MSG in the stream framing, print "sent", then stay alive until
+	// a line (or EOF) arrives on stdin, so the peer still exists when
+	// its connection is accepted and screened.
+	"stream": func() error {
+		c, err := net.Dial("unix", os.Getenv("HK_STREAM"))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		// Refused, the connection may be closed before the write: the
+		// write's error is no failure of the helper.
+		_, _ = c.Write([]byte(os.Getenv("HK_MSG") + "\n\n"))
 		fmt.Println("sent")
 		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 		return nil

@@ -50,6 +50,9 @@ func TestPollerKeepsTheSocketPromises(t *testing.T) {
 		"broadcast unbound":      TestBroadcastSkipsUnboundAndForgotten,
 		"broadcast forged":       TestBroadcastSkipsForgedClient,
 		"client end to end":      TestClientEndToEnd,
+		"stream":                 TestStreamDelivers,
+		"stream directive":       TestStreamDirective,
+		"stream close":           TestStreamClose,
 	} {
 		t.Run(name, test)
 	}

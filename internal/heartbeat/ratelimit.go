@@ -6,7 +6,7 @@ package heartbeat
 import "time"
 
 // rateLimiter is a token bucket refilled at rate tokens/s with a burst of
-// one second's worth. Used only by whoever reads the socket (see authCache).
+// one second's worth. Used under Socket.screenMu only (see authCache).
 type rateLimiter struct {
 	rate   float64
 	tokens float64

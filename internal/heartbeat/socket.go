@@ -51,7 +51,9 @@ type Received struct {
 	// PID and UID are the sender's, from SCM_CREDENTIALS.
 	PID, UID int
 	// Client is the sender's bound address ("@…" abstract or a path), ""
-	// when it did not bind; directives can only reach bound clients.
+	// when it did not bind, or "stream:N" for a message read on the
+	// stream socket's connection N; directives reach bound clients and
+	// stream connections only.
 	Client string
 }
 
@@ -60,6 +62,11 @@ type Config struct {
 	// Path of the socket; its directory must already exist, be private
 	// (see PrepareDir) and the path must fit in sun_path.
 	Path string
+	// StreamPath, when set, is where the stream socket is bound beside
+	// it (see stream.go): the same messages over SOCK_STREAM
+	// connections, for runtimes that have no datagram sockets. Same
+	// rules as Path.
+	StreamPath string
 	// UID and GID own the socket (the agent's user); -1 keeps ours.
 	UID, GID int
 	// Auth decides tree membership of a sender pid; nil accepts any pid
@@ -83,15 +90,20 @@ type Socket struct {
 	conn *net.UnixConn // nil when a Poller reads the socket
 	path string
 	uid  int
-	auth *authCache  // under readMu with a Poller
-	rate rateLimiter // under readMu with a Poller
+	// screenMu guards the verdicts and budgets every message is screened
+	// by, datagrams (one reader at a time) and stream connections (each
+	// on its goroutine) alike.
+	screenMu sync.Mutex
+	auth     *authCache  // under screenMu
+	rate     rateLimiter // under screenMu
 	// mainRate is the main process's own budget (SetMainPID), so that a
 	// busy child's datagrams never starve the main process's beats.
-	mainRate rateLimiter
+	mainRate rateLimiter // under screenMu
 	mainPID  atomic.Int32
 	out      chan *Received
 	stats    Stats
-	stop     chan struct{} // closed by Close
+	stop     chan struct{}   // closed by Close
+	stream   *streamListener // nil without Config.StreamPath
 
 	clientsMu sync.Mutex
 	clients   map[string]struct{}
@@ -126,7 +138,7 @@ func Listen(cfg Config) (*Socket, error) {
 	if err := sockpath.Check(cfg.Path); err != nil {
 		return nil, err
 	}
-	if err := removeStale(cfg.Path); err != nil {
+	if err := removeStale(cfg.Path, unix.SOCK_DGRAM); err != nil {
 		return nil, err
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
@@ -139,9 +151,13 @@ func Listen(cfg Config) (*Socket, error) {
 		return nil, fmt.Errorf("bind %s: %w", cfg.Path, err)
 	}
 	ok := false
+	var stream *streamListener
 	defer func() {
 		if !ok {
 			os.Remove(cfg.Path)
+			if stream != nil {
+				stream.close()
+			}
 		}
 	}()
 	if err := secureSocketFile(cfg.Path, cfg.UID, cfg.GID); err != nil {
@@ -175,6 +191,12 @@ func Listen(cfg Config) (*Socket, error) {
 		fd:       -1,
 		ready:    cfg.Ready,
 	}
+	if cfg.StreamPath != "" {
+		if stream, err = listenStream(cfg.StreamPath, cfg.UID, cfg.GID); err != nil {
+			return nil, err
+		}
+		s.stream = stream
+	}
 	if p := cfg.Poller; p != nil {
 		// The kernel stamps each datagram with its arrival: the poller
 		// reads in batches, and the heartbeat clock runs on arrival.
@@ -191,6 +213,7 @@ func Listen(cfg Config) (*Socket, error) {
 			return nil, err
 		}
 		ok = true
+		s.serveStream(cfg.Ready)
 		return s, nil
 	}
 	c, err := net.FileConn(f)
@@ -200,6 +223,7 @@ func Listen(cfg Config) (*Socket, error) {
 	s.conn = c.(*net.UnixConn)
 	ok = true
 	go s.read()
+	s.serveStream(cfg.Ready)
 	return s, nil
 }
 
@@ -236,8 +260,10 @@ func secureSocketFile(path string, uid, gid int) error {
 	return nil
 }
 
-// removeStale removes a socket file nobody listens on any more.
-func removeStale(path string) error {
+// removeStale removes a socket file nobody listens on any more; sotype is
+// the socket's type (a datagram probe of a stream socket fails with
+// EPROTOTYPE, whether anyone listens or not).
+func removeStale(path string, sotype int) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -248,7 +274,7 @@ func removeStale(path string) error {
 	if fi.Mode()&os.ModeSocket == 0 {
 		return fmt.Errorf("%s: %w", path, ErrNotSocket)
 	}
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	fd, err := unix.Socket(unix.AF_UNIX, sotype|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return os.NewSyscallError("socket", err)
 	}
@@ -273,29 +299,35 @@ func (s *Socket) C() <-chan *Received { return s.out }
 // Stats returns a snapshot of the counters.
 func (s *Socket) Stats() StatsSnapshot { return s.stats.snapshot() }
 
-// Close stops the reader, waits for it and removes the socket file. The
-// channel returned by C is closed. Later calls return the first call's
+// Close stops the reader, closes the stream socket and its connections,
+// waits for every goroutine of the socket and removes the socket files.
+// The channel returned by C is closed. Later calls return the first call's
 // result and do nothing: in particular they never remove a socket file that
 // a new Listen has bound at the same path since.
 func (s *Socket) Close() error {
 	s.closeOnce.Do(func() {
 		var err error
+		close(s.stop)
 		if s.poller != nil {
 			s.poller.remove(s) // after it, the poller never reads s again
 			s.fdMu.Lock()
 			err = unix.Close(s.fd)
 			s.closed = true
 			s.fdMu.Unlock()
-			close(s.out)
 			close(s.done)
 		} else {
-			close(s.stop)
 			err = s.conn.Close()
 		}
 		<-s.done
 		if rmErr := os.Remove(s.path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) && err == nil {
 			err = rmErr
 		}
+		if s.stream != nil {
+			if sErr := s.stream.close(); sErr != nil && err == nil {
+				err = sErr
+			}
+		}
+		close(s.out) // nobody sends on it any more
 		s.closeErr = err
 	})
 	return s.closeErr
@@ -307,7 +339,6 @@ var oobSize = unix.CmsgSpace(unix.SizeofUcred) + unix.CmsgSpace(253*4)
 
 func (s *Socket) read() {
 	defer close(s.done)
-	defer close(s.out)
 	if s.ready != nil {
 		select {
 		case <-s.ready:
@@ -362,6 +393,15 @@ func (s *Socket) handle(data, oob []byte, flags int, from string, at time.Time) 
 	if drop != nil {
 		return
 	}
+	s.deliver(data, at, cred, from, from != "")
+}
+
+// deliver parses one screened message from the sender cred (client its
+// identity, see Received.Client) read at at, and queues it on C().
+// bound: client is a datagram sender's address, remembered for
+// directives once the message parses. A consumer that is behind costs the
+// message (overflow), never the reader's progress.
+func (s *Socket) deliver(data []byte, at time.Time, cred unix.Ucred, client string, bound bool) {
 	r := pool.Get().(*Received)
 	if err := Parse(data, &r.Msg); err != nil {
 		s.stats.malformed.Add(1)
@@ -369,10 +409,9 @@ func (s *Socket) handle(data, oob []byte, flags int, from string, at time.Time) 
 		return
 	}
 	s.stats.badFields.Add(uint64(r.Msg.BadFields))
-	r.At, r.PID, r.UID = at, int(cred.Pid), int(cred.Uid)
-	if from != "" {
-		r.Client = from
-		s.addClient(from)
+	r.At, r.PID, r.UID, r.Client = at, int(cred.Pid), int(cred.Uid), client
+	if bound {
+		s.addClient(client) // before the message is seen: its sender can be answered
 	}
 	select {
 	case s.out <- r:
@@ -393,27 +432,49 @@ func (s *Socket) screen(flags int, ctl []byte, now time.Time) (unix.Ucred, *atom
 		return cred, &s.stats.oversize
 	case flags&unix.MSG_CTRUNC != 0 || !haveCred:
 		return cred, &s.stats.malformed
-	case int(cred.Uid) != s.uid && cred.Uid != 0:
-		return cred, &s.stats.forged
 	}
-	switch s.auth.verdict(int(cred.Pid), now) {
-	case NotMember:
-		return cred, &s.stats.forged
-	case Gone:
-		return cred, &s.stats.unverifiable
+	s.screenMu.Lock()
+	defer s.screenMu.Unlock()
+	if drop := s.admit(cred, now); drop != nil {
+		return cred, drop
 	}
 	// Rate limiting comes after authentication: the budget is the
 	// agent's, and a forger flooding the socket must neither spend it
 	// (starving the agent's real heartbeats into a heartbeat_timeout
 	// kill) nor hide among datagrams counted as rate-limited.
+	return cred, s.limit(cred.Pid, now)
+}
+
+// admit is the screen of a sender's kernel credentials, a datagram's
+// (SCM_CREDENTIALS) or a stream peer's (SO_PEERCRED): the uid must be the
+// agent's or root, and the pid a member of the agent's tree. It returns
+// the counter of the reason to refuse it, or nil. s.screenMu is held.
+func (s *Socket) admit(cred unix.Ucred, now time.Time) *atomic.Uint64 {
+	if int(cred.Uid) != s.uid && cred.Uid != 0 {
+		return &s.stats.forged
+	}
+	switch s.auth.verdict(int(cred.Pid), now) {
+	case NotMember:
+		return &s.stats.forged
+	case Gone:
+		return &s.stats.unverifiable
+	}
+	return nil
+}
+
+// limit spends one message of pid's rate budget: the main process's own
+// (SetMainPID), or the one the rest of the tree shares. It returns the
+// rate-limited counter when the budget is spent, else nil. s.screenMu is
+// held.
+func (s *Socket) limit(pid int32, now time.Time) *atomic.Uint64 {
 	limit := &s.rate
-	if p := s.mainPID.Load(); p != 0 && cred.Pid == p {
+	if p := s.mainPID.Load(); p != 0 && pid == p {
 		limit = &s.mainRate
 	}
 	if !limit.allow(now) {
-		return cred, &s.stats.rateLimited
+		return &s.stats.rateLimited
 	}
-	return cred, nil
+	return nil
 }
 
 // SetMainPID names the agent's main process: its datagrams get a rate

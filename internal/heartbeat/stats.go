@@ -16,6 +16,10 @@ type Stats struct {
 	overflow, fdsClosed, readErrors   atomic.Uint64
 	directivesSent, directivesDropped atomic.Uint64
 	maxLag                            atomic.Int64 // ns
+
+	// The stream socket's connections (its messages are counted above).
+	streamAccepted, streamRefused  atomic.Uint64
+	streamOverLimit, streamDropped atomic.Uint64
 }
 
 // lag records how long a datagram waited in the kernel to be read.
@@ -28,10 +32,12 @@ func (s *Stats) lag(d time.Duration) {
 	}
 }
 
-// StatsSnapshot is a point-in-time copy of Stats. Each datagram read is
-// counted in Received, then in Accepted or in one drop counter; Accepted
-// moves just after the message is queued on C(), so a fast consumer may see
-// a message a moment before it is counted.
+// StatsSnapshot is a point-in-time copy of Stats. Each message read (a
+// datagram, or a message of a stream connection) is counted in Received,
+// then in Accepted or in one drop counter; Accepted moves just after the
+// message is queued on C(), so a fast consumer may see a message a moment
+// before it is counted. A stream connection refused at accept is counted
+// in StreamRefused or StreamOverLimit only: nothing was read from it.
 type StatsSnapshot struct {
 	Received     uint64
 	Accepted     uint64
@@ -49,6 +55,15 @@ type StatsSnapshot struct {
 	// MaxIntakeLag is the longest a datagram waited, from its arrival
 	// (the kernel's stamp) to its reading; read by a poller only.
 	MaxIntakeLag time.Duration
+
+	// Stream connections: accepted; refused for their peer's
+	// credentials (uid, not of the tree, gone); refused because
+	// MaxStreamConns were open; and closed by hermeskilld (a message
+	// over 8 KiB, a directive not taken in time).
+	StreamAccepted  uint64
+	StreamRefused   uint64
+	StreamOverLimit uint64
+	StreamDropped   uint64
 }
 
 // Dropped is every datagram read but not delivered.
@@ -63,6 +78,8 @@ func (s *Stats) snapshot() StatsSnapshot {
 		Forged: s.forged.Load(), Unverifiable: s.unverifiable.Load(), RateLimited: s.rateLimited.Load(),
 		Overflow: s.overflow.Load(), FDsClosed: s.fdsClosed.Load(), ReadErrors: s.readErrors.Load(),
 		Directives: s.directivesSent.Load(), DirDropped: s.directivesDropped.Load(),
-		MaxIntakeLag: time.Duration(s.maxLag.Load()),
+		MaxIntakeLag:   time.Duration(s.maxLag.Load()),
+		StreamAccepted: s.streamAccepted.Load(), StreamRefused: s.streamRefused.Load(),
+		StreamOverLimit: s.streamOverLimit.Load(), StreamDropped: s.streamDropped.Load(),
 	}
 }

@@ -26,7 +26,7 @@ func TestSupervisorBase(t *testing.T) {
 }
 
 // A run directory is removed only when its run is gone and it holds
-// nothing but its socket.
+// nothing but its sockets.
 func TestRemoveStaleRunDirs(t *testing.T) {
 	base := t.TempDir()
 	mk := func(name string, files ...string) string {
@@ -38,7 +38,8 @@ func TestRemoveStaleRunDirs(t *testing.T) {
 		return dir
 	}
 	const self, live = 100, 200 // and 300, 301 are gone
-	gone := []string{mk("bot.300", heartbeat.SocketName), mk("my.bot.300"), mk("other.301", heartbeat.SocketName)}
+	gone := []string{mk("bot.300", heartbeat.SocketName), mk("my.bot.300"), mk("other.301", heartbeat.SocketName),
+		mk("both.300", heartbeat.SocketName, heartbeat.StreamName), mk("stream.301", heartbeat.StreamName)}
 	kept := []string{
 		mk("bot.100", heartbeat.SocketName),          // ours
 		mk("bot.200", heartbeat.SocketName),          // its run is alive
@@ -57,6 +58,12 @@ func TestRemoveStaleRunDirs(t *testing.T) {
 	require.NoError(t, err)
 	defer bound.Close()
 	kept = append(kept, other)
+	// The same, listening on its stream socket only.
+	streaming := mk("streaming.303", heartbeat.SocketName)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(streaming, heartbeat.StreamName), Net: "unix"})
+	require.NoError(t, err)
+	defer ln.Close()
+	kept = append(kept, streaming)
 
 	heartbeat.RemoveStaleRunDirsOf(base, self, func(pid int) bool { return pid == live })
 	for _, p := range gone {

@@ -37,6 +37,14 @@ func dropped(s heartbeat.StatsSnapshot) []uint64 {
 	return []uint64{s.Oversize, s.Malformed, s.Forged, s.Unverifiable, s.RateLimited, s.Overflow}
 }
 
+// StreamResults are the result label values of
+// hermeskill_stream_connections_total, in the order they are exported.
+var StreamResults = []string{"accepted", "refused", "over_limit", "dropped"}
+
+func streamConns(s heartbeat.StatsSnapshot) []uint64 {
+	return []uint64{s.StreamAccepted, s.StreamRefused, s.StreamOverLimit, s.StreamDropped}
+}
+
 // SetSource sets the function the per-agent series are read from at each
 // scrape (nil: none). It is called on the scraping goroutine, so it must be
 // quick and safe for concurrent use.
@@ -88,6 +96,8 @@ var (
 	famHeartbeats = family{namespace + "_heartbeats_total", "counter", "Heartbeats accepted, by agent."}
 	famDropped    = family{namespace + "_datagrams_dropped_total", "counter",
 		"Heartbeat socket datagrams dropped, by agent and reason."}
+	famStream = family{namespace + "_stream_connections_total", "counter",
+		"Stream socket connections, by agent and result: accepted, refused (credentials), over_limit, dropped (closed by hermeskilld)."}
 	famProgress = family{namespace + "_agent_progress", "gauge",
 		"The agent's PROGRESS step counter, by agent (of its current run)."}
 	famTokens = family{namespace + "_agent_tokens", "gauge",
@@ -168,7 +178,7 @@ func (c *stateCollector) write(e *expo) {
 	// an id; a series must be exported once.
 	type perAgent struct {
 		heartbeats             uint64
-		dropped                []uint64
+		dropped, stream        []uint64
 		progress, tokens, mTok uint64
 		cost, mCost            float64
 		metered                bool
@@ -181,12 +191,15 @@ func (c *stateCollector) write(e *expo) {
 		label := c.labels.label(s.ID)
 		a := agents[label]
 		if a == nil {
-			a = &perAgent{dropped: make([]uint64, len(DropReasons))}
+			a = &perAgent{dropped: make([]uint64, len(DropReasons)), stream: make([]uint64, len(StreamResults))}
 			agents[label] = a
 		}
 		a.heartbeats += s.Heartbeats
 		for i, n := range dropped(s.Heartbeat) {
 			a.dropped[i] += n
+		}
+		for i, n := range streamConns(s.Heartbeat) {
+			a.stream[i] += n
 		}
 		a.progress, a.tokens, a.cost = a.progress+s.Progress, a.tokens+s.Tokens, a.cost+s.CostUSD
 		if s.Metered {
@@ -217,6 +230,11 @@ func (c *stateCollector) write(e *expo) {
 	each(famDropped, func(l string, a *perAgent) {
 		for i, reason := range DropReasons {
 			e.sample(famDropped.name, float64(a.dropped[i]), "agent", l, "reason", reason)
+		}
+	})
+	each(famStream, func(l string, a *perAgent) {
+		for i, result := range StreamResults {
+			e.sample(famStream.name, float64(a.stream[i]), "agent", l, "result", result)
 		}
 	})
 	each(famProgress, func(l string, a *perAgent) { e.sample(famProgress.name, float64(a.progress), "agent", l) })

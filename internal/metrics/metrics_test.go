@@ -78,7 +78,8 @@ func script(m *Metrics) {
 	m.SetSource(func() []AgentSample {
 		return []AgentSample{
 			{ID: "alpha", State: "quarantined", Heartbeats: 5, Heartbeat: heartbeat.StatsSnapshot{Received: 5, Accepted: 5}},
-			{ID: "beta", State: "running", Heartbeats: 12, Heartbeat: heartbeat.StatsSnapshot{Received: 13, Accepted: 12, Forged: 1}},
+			{ID: "beta", State: "running", Heartbeats: 12, Heartbeat: heartbeat.StatsSnapshot{Received: 13, Accepted: 12, Forged: 1,
+				StreamAccepted: 2, StreamRefused: 1}},
 		}
 	})
 	for _, ev := range []supervisor.Event{
@@ -120,6 +121,16 @@ hermeskill_datagrams_dropped_total{agent="beta",reason="overflow"} 0
 hermeskill_datagrams_dropped_total{agent="beta",reason="oversize"} 0
 hermeskill_datagrams_dropped_total{agent="beta",reason="rate_limited"} 0
 hermeskill_datagrams_dropped_total{agent="beta",reason="unverifiable"} 0
+# HELP hermeskill_stream_connections_total Stream socket connections, by agent and result: accepted, refused (credentials), over_limit, dropped (closed by hermeskilld).
+# TYPE hermeskill_stream_connections_total counter
+hermeskill_stream_connections_total{agent="alpha",result="accepted"} 0
+hermeskill_stream_connections_total{agent="alpha",result="dropped"} 0
+hermeskill_stream_connections_total{agent="alpha",result="over_limit"} 0
+hermeskill_stream_connections_total{agent="alpha",result="refused"} 0
+hermeskill_stream_connections_total{agent="beta",result="accepted"} 2
+hermeskill_stream_connections_total{agent="beta",result="dropped"} 0
+hermeskill_stream_connections_total{agent="beta",result="over_limit"} 0
+hermeskill_stream_connections_total{agent="beta",result="refused"} 1
 # HELP hermeskill_symptoms_total Symptoms reported by the checks, by check and severity (warning, terminal).
 # TYPE hermeskill_symptoms_total counter
 hermeskill_symptoms_total{check="heartbeat_timeout",severity="terminal"} 1
@@ -155,7 +166,7 @@ hermeskill_outbox_rejected_total 0
 
 var scriptNames = []string{
 	"hermeskill_agents", "hermeskill_heartbeats_total", "hermeskill_datagrams_dropped_total",
-	"hermeskill_symptoms_total", "hermeskill_kills_total", "hermeskill_agent_kills_total",
+	"hermeskill_stream_connections_total", "hermeskill_symptoms_total", "hermeskill_kills_total", "hermeskill_agent_kills_total",
 	"hermeskill_kill_seconds", "hermeskill_certificates_written_total", "hermeskill_certificate_failures_total",
 	"hermeskill_outbox_pending", "hermeskill_outbox_parked", "hermeskill_outbox_delivered_total",
 	"hermeskill_outbox_failures_total", "hermeskill_outbox_rejected_total",

@@ -10,10 +10,11 @@ import (
 )
 
 // Variables hermeskilld sets for the agent: its heartbeat socket (under
-// its own name and as systemd's NOTIFY_SOCKET), its id, and its heartbeat
-// timeout as systemd's watchdog interval.
+// its own name and as systemd's NOTIFY_SOCKET), the stream socket beside
+// it, its id, and its heartbeat timeout as systemd's watchdog interval.
 const (
 	EnvSocket   = "HERMESKILL_SOCKET"
+	EnvStream   = "HERMESKILL_STREAM_SOCKET"
 	EnvAgentID  = "HERMESKILL_AGENT_ID"
 	EnvNotify   = "NOTIFY_SOCKET"
 	EnvWatchdog = "WATCHDOG_USEC"
@@ -36,7 +37,7 @@ func OwnSupervisorVar(key string) bool {
 // agent's own supervisor's to set.
 func dropped(key string) bool {
 	switch key {
-	case EnvSocket, EnvAgentID, "HERMESKILL_CONTROL_SOCKET":
+	case EnvSocket, EnvStream, EnvAgentID, "HERMESKILL_CONTROL_SOCKET":
 		return true
 	}
 	return OwnSupervisorVar(key)
@@ -44,9 +45,11 @@ func dropped(key string) bool {
 
 // AgentEnv builds the agent's environment: base (usually ours) without the
 // variables above, then extra (the agent file's env), then hermeskilld's
-// own variables, which nothing can override.
-func AgentEnv(base []string, extra map[string]string, id, socket string, watchdog time.Duration) []string {
-	env := make([]string, 0, len(base)+len(extra)+4)
+// own variables, which nothing can override: socket, the datagram socket's
+// path, and stream, the stream socket's ("" leaves it unset, and unset
+// it stays whatever base or extra say).
+func AgentEnv(base []string, extra map[string]string, id, socket, stream string, watchdog time.Duration) []string {
+	env := make([]string, 0, len(base)+len(extra)+5)
 	seen := make(map[string]int, len(base))
 	add := func(k, v string) {
 		kv := k + "=" + v
@@ -71,6 +74,9 @@ func AgentEnv(base []string, extra map[string]string, id, socket string, watchdo
 	}
 	add(EnvSocket, socket)
 	add(EnvNotify, socket)
+	if stream != "" {
+		add(EnvStream, stream)
+	}
 	add(EnvAgentID, id)
 	if watchdog > 0 {
 		add(EnvWatchdog, strconv.FormatInt(watchdog.Microseconds(), 10))

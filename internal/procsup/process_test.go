@@ -148,20 +148,25 @@ func TestReaperLeavesManagedChildren(t *testing.T) {
 
 func TestAgentEnv(t *testing.T) {
 	base := []string{"PATH=/bin", "NOTIFY_SOCKET=/run/systemd/notify", "WATCHDOG_USEC=1", "WATCHDOG_PID=1",
-		"LISTEN_FDS=3", "HERMESKILL_SOCKET=/old", "KEEP=1"}
-	env := procsup.AgentEnv(base, map[string]string{"LOG": "info", "NOTIFY_SOCKET": "/evil"}, "bot", "/run/hk/bot/notify.sock", 30*time.Second)
+		"LISTEN_FDS=3", "HERMESKILL_SOCKET=/old", "HERMESKILL_STREAM_SOCKET=/old-stream", "KEEP=1"}
+	extra := map[string]string{"LOG": "info", "NOTIFY_SOCKET": "/evil", "HERMESKILL_STREAM_SOCKET": "/evil-stream"}
+	env := procsup.AgentEnv(base, extra, "bot", "/run/hk/bot/notify.sock", "/run/hk/bot/stream.sock", 30*time.Second)
 	joined := "\n" + strings.Join(env, "\n") + "\n"
 	require.Contains(t, joined, "\nPATH=/bin\n")
 	require.Contains(t, joined, "\nKEEP=1\n")
 	require.Contains(t, joined, "\nLOG=info\n")
 	require.Contains(t, joined, "\nNOTIFY_SOCKET=/run/hk/bot/notify.sock\n")
 	require.Contains(t, joined, "\nHERMESKILL_SOCKET=/run/hk/bot/notify.sock\n")
+	require.Contains(t, joined, "\nHERMESKILL_STREAM_SOCKET=/run/hk/bot/stream.sock\n")
 	require.Contains(t, joined, "\nHERMESKILL_AGENT_ID=bot\n")
 	require.Contains(t, joined, "\nWATCHDOG_USEC=30000000\n")
 	for _, leaked := range []string{"/run/systemd/notify", "WATCHDOG_PID", "LISTEN_FDS", "/old", "/evil"} {
 		require.NotContains(t, joined, leaked)
 	}
-	require.NotContains(t, strings.Join(procsup.AgentEnv(nil, nil, "x", "/s", 0), "\n"), "WATCHDOG_USEC")
+	require.NotContains(t, strings.Join(procsup.AgentEnv(nil, nil, "x", "/s", "", 0), "\n"), "WATCHDOG_USEC")
+	// Without a stream socket the variable is unset, whatever the
+	// inherited environment or the agent file say.
+	require.NotContains(t, strings.Join(procsup.AgentEnv(base, extra, "x", "/s", "", 0), "\n"), "STREAM")
 }
 
 func TestOwnSupervisorVar(t *testing.T) {

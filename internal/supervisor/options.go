@@ -143,6 +143,8 @@ type Status struct {
 	Sample      symptoms.Sample
 	Heartbeat   heartbeat.StatsSnapshot
 	Socket      string
+	// StreamSocket is the stream socket beside Socket.
+	StreamSocket string
 }
 
 // Outcome is how a run ended.

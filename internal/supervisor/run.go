@@ -113,7 +113,8 @@ func Start(o Options) (*Run, error) {
 	}
 	metered := r.grant != nil
 	engine := symptoms.New(engineConfig(a, metered), r.proc.Started())
-	base := Status{ID: a.ID, PID: r.proc.PID(), Containment: r.tree.Mode(), Started: r.proc.Started(), Socket: r.sock.Path()}
+	base := Status{ID: a.ID, PID: r.proc.PID(), Containment: r.tree.Mode(), Started: r.proc.Started(), Socket: r.sock.Path(),
+		StreamSocket: r.sock.StreamPath()}
 	r.loop = newLoop(log, a, engine, r, base, r.sock.C(), r.proc.Done())
 	r.loop.metered, r.loop.meters, r.loop.faults = metered, r.meters, r.faults
 	r.emit(Event{Type: EventStarted})
@@ -203,8 +204,9 @@ func (r *Run) start() error {
 		return fmt.Errorf("socket directory: %w", err)
 	}
 	sockPath := filepath.Join(o.SocketDir, heartbeat.SocketName)
+	streamPath := filepath.Join(o.SocketDir, heartbeat.StreamName)
 	sock, err := heartbeat.Listen(heartbeat.Config{
-		Path: sockPath, UID: uid, GID: gid,
+		Path: sockPath, StreamPath: streamPath, UID: uid, GID: gid,
 		Auth: heartbeat.AuthFunc(r.authenticate), Rate: o.HeartbeatRate, Poller: o.Poller,
 		Ready: r.treeReady, // a datagram can arrive before Start has the pid
 	})
@@ -232,7 +234,7 @@ func (r *Run) start() error {
 	if o.Gateway != nil {
 		base, extra, stripped = withoutProviderVars(base, extra)
 	}
-	env := procsup.AgentEnv(base, extra, a.ID, sockPath, a.Checks.HeartbeatTimeout)
+	env := procsup.AgentEnv(base, extra, a.ID, sockPath, streamPath, a.Checks.HeartbeatTimeout)
 	if o.Gateway != nil {
 		// The provider keys stay here: the agent gets the gateway's base
 		// URLs and a handle of this run only.
@@ -286,7 +288,7 @@ func (r *Run) start() error {
 	}
 	r.journalBegin(runState{agent: a})
 	r.log.Info("agent started", zap.Int("pid", proc.PID()), zap.Strings("command", a.Command),
-		zap.String("containment", r.tree.Mode()), zap.String("socket", sockPath))
+		zap.String("containment", r.tree.Mode()), zap.String("socket", sockPath), zap.String("stream_socket", streamPath))
 	return nil
 }
 
