@@ -542,7 +542,7 @@ export class Client extends EventTarget {
       this.dispatchEvent(new ConnectionEvent('connect'));
     });
     sock.on('data', (chunk) => {
-      if (this.#socket === sock) this.#onData(sock, chunk);
+      if (this.#socket === sock && !this.#closed) this.#onData(sock, chunk);
     });
     sock.on('error', (err) => {
       error = err; // swallowed: a lost supervisor never throws into the agent

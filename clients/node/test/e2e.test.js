@@ -17,6 +17,7 @@ import { shortTempDir } from './helpers.js';
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..', '..');
 const INDEX = path.join(HERE, '..', 'index.js');
+const EXAMPLE = path.join(ROOT, 'examples', 'agents', 'node_agent.mjs');
 
 let bin;
 let tmp;
@@ -47,16 +48,22 @@ hk.startHeartbeat();
 `;
 
 // Runs agent (the body after PRELUDE) under supervise with a 1s heartbeat
-// timeout; resolves to its exit status, its time, output and certificates.
+// timeout (the stops come from the agent's own reports, never from a clock
+// that starts before Node does); resolves to its exit status, its time, output and certificates.
+// An agent given as [file, ...args] runs as it is.
 function supervise(name, agent, ...flags) {
   const dir = fs.mkdtempSync(path.join(tmp.dir, name + '-'));
   const certs = path.join(dir, 'certs');
-  const file = path.join(dir, 'agent.mjs');
-  fs.writeFileSync(file, PRELUDE + agent);
+  let command = agent;
+  if (typeof agent === 'string') {
+    command = [path.join(dir, 'agent.mjs')];
+    fs.writeFileSync(command[0], PRELUDE + agent);
+  }
   const env = { ...process.env };
   for (const k of ['HERMESKILL_SOCKET', 'HERMESKILL_STREAM_SOCKET', 'NOTIFY_SOCKET', 'WATCHDOG_USEC']) delete env[k];
-  const argv = ['supervise', '--id', 'node-' + name, '--heartbeat-timeout', '1s', '--coop-grace', '5s', '--term-grace', '500ms',
-    '--certs-dir', certs, ...flags, '--', process.execPath, file];
+  // A generous startup timeout: Node's start on a loaded machine may take a while.
+  const argv = ['supervise', '--id', 'node-' + name, '--heartbeat-timeout', '1s', '--startup-timeout', '20s', '--coop-grace', '5s', '--term-grace', '500ms',
+    '--certs-dir', certs, ...flags, '--', process.execPath, ...command];
   const started = performance.now();
   return new Promise((resolve, reject) => {
     const child = spawn(bin, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -125,12 +132,12 @@ describe('under hermeskilld supervise', { concurrency: true }, () => {
         console.log('stopped: ' + stop.check + ' after ' + step + ' steps; kill event ' + stop.killEventId);
         process.exit(42);
       }
-    `, '--max-runtime', '1500ms');
+    `, '--max-steps', '5');
     assert.equal(r.code, 42, r.stderr);
-    assert.match(r.stdout, /^stopped: max_runtime after \d+ steps; kill event \S+$/m, r.stderr);
+    assert.match(r.stdout, /^stopped: steps after \d+ steps; kill event \S+$/m, r.stderr);
     assert.equal(r.certs.length, 1, r.stderr);
     const [cert] = r.certs;
-    assert.equal(cert.trigger_check, 'max_runtime');
+    assert.equal(cert.trigger_check, 'steps');
     assert.equal(cert.escalation.reached, 'cooperative');
     assert.equal(cert.exit.code, 42);
     assert.ok(r.stdout.includes(cert.cert_id), 'KILL_EVENT_ID is the certificate');
@@ -153,12 +160,30 @@ describe('under hermeskilld supervise', { concurrency: true }, () => {
         await sleep(100);
         hk.progress(step);
       }
-    `, '--max-runtime', '1500ms');
+    `, '--max-steps', '5');
     assert.equal(r.code, 43, r.stderr);
     assert.equal(r.stdout.trim(), 'SIGINT; stop requested: true', r.stderr);
     const [cert] = r.certs;
     const directive = cert.shutdown_log.find((s) => s.step === 'directive_sent');
     assert.equal(directive.detail.acknowledged, false, JSON.stringify(directive));
     assert.ok(cert.shutdown_log.some((s) => s.step === 'coop_signal_sent'), JSON.stringify(cert.shutdown_log));
+  });
+
+  test('the example agent: distinct tool calls live, the same call again and again dies of tool_loop', async () => {
+    const [fine, looping] = await Promise.all([
+      supervise('example', [EXAMPLE, '--steps', '8'], '--tool-loop', '5'),
+      supervise('looping', [EXAMPLE, '--loop'], '--tool-loop', '5'),
+    ]);
+    assert.equal(fine.code, 0, fine.stderr);
+    assert.equal(fine.stdout.trim(), 'agent: done after 8 steps', fine.stderr);
+    assert.deepEqual(fine.certs, [], fine.stderr);
+
+    assert.equal(looping.code, 3, looping.stderr);
+    assert.match(looping.stderr, /agent: stopped by hermeskilld \(tool_loop: /, looping.stderr);
+    const [cert] = looping.certs;
+    assert.equal(cert.trigger_check, 'tool_loop');
+    assert.equal(cert.escalation.reached, 'cooperative');
+    assert.equal(cert.final_state.last_tool, 'web_search');
+    assert.ok(cert.final_state.progress >= 4, 'killed at the fifth same call, not before');
   });
 });
