@@ -110,7 +110,7 @@ export class WarningEvent extends Event {
   readonly message: string;
 }
 
-/** `'connect'` and `'disconnect'`: the connection to hermeskilld came up or went down. */
+/** `'connect'` and `'disconnect'`: the connection to hermeskilld came up, or went down (or an attempt to make it failed). */
 export class ConnectionEvent extends Event {
   readonly type: 'connect' | 'disconnect';
   /** The socket's error that ended the connection, if any. */
@@ -228,7 +228,9 @@ export class Client extends EventTarget {
   trigger(reason?: string): boolean;
   /**
    * Throws the {@link StopError} once STOP arrived; else returns. Counts as
-   * activity: call it once per step of a loop that does not await the signal.
+   * activity: call it once per step of a loop whose awaits are not given the
+   * signal. (The STOP is read when the event loop turns: synchronous code
+   * that never yields does not see it.)
    */
   checkpoint(): void;
   /**
