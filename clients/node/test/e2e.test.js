@@ -186,4 +186,19 @@ describe('under hermeskilld supervise', { concurrency: true }, () => {
     assert.equal(cert.final_state.last_tool, 'web_search');
     assert.ok(cert.final_state.progress >= 4, 'killed at the fifth same call, not before');
   });
+
+  test('an agent spinning in synchronous code neither sees nor acknowledges the STOP: SIGINT ends it', async () => {
+    const r = await supervise('spinning', `
+      hk.signal.addEventListener('abort', () => process.exit(44));   // never runs: the loop never yields
+      while (!hk.connected) await sleep(5);   // the connection is made when the event loop turns
+      hk.progress(5);                         // over --max-steps 4: written at once, the loop spinning or not
+      for (;;) {}
+    `, '--max-steps', '4');
+    assert.equal(r.code, 130, r.stderr);
+    const [cert] = r.certs;
+    assert.equal(cert.trigger_check, 'steps');
+    assert.equal(cert.exit.signal, 'SIGINT');
+    const directive = cert.shutdown_log.find((s) => s.step === 'directive_sent');
+    assert.equal(directive.detail.acknowledged, false, JSON.stringify(directive));
+  });
 });
