@@ -8,11 +8,11 @@
 // are swallowed, a lost supervisor is reconnected in the background and
 // what is written meanwhile is dropped and counted.
 
-import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 
 import { argsHash, pyFloat } from './canonical.js';
-import { MAX_TEXT_BYTES, MessageReader, frame, parseDirective, text, usec } from './wire.js';
+import { Connection } from './connection.js';
+import { MAX_TEXT_BYTES, frame, parseDirective, text, usec } from './wire.js';
 
 /** Client.warnings keeps the most recent warnings only. */
 export const MAX_WARNINGS = 64;
@@ -23,20 +23,6 @@ const DEFAULT_BEAT_MS = 1000;
 const MIN_BEAT_MS = 1;
 // Without WATCHDOG_USEC the heartbeat vouches for this many intervals after a call.
 const WINDOW_BEATS = 3;
-// Reconnection: this many attempts in a row, the delay doubling from the
-// first to the last; then one attempt, started by a message, at most every
-// LAZY_RECONNECT_MS. A connection counts as having worked (and the count
-// starts again) once it lived CONNECTION_WORKED_MS: one closed at once
-// (refused by hermeskilld's peer check) must not be retried in a hot loop.
-const RECONNECT_ATTEMPTS = 5;
-const RECONNECT_FIRST_MS = 50;
-const LAZY_RECONNECT_MS = 1000;
-const CONNECTION_WORKED_MS = 1000;
-// Messages kept while a connection is being made, and bytes the socket may
-// hold unsent (hermeskilld reads promptly; one that does not loses ours).
-const MAX_PENDING = 64;
-const MAX_BUFFERED = 64 << 10;
-
 /** The address in HERMESKILL_STREAM_SOCKET (or given) cannot be used. */
 export class ConfigError extends Error {
   constructor(message) {
@@ -169,17 +155,7 @@ export class Client extends EventTarget {
   #beatMs;
   #ack; // 'auto' | true | false
 
-  // The connection: 'connecting' | 'up' | 'waiting' (a retry is due) | 'down'.
-  #state = 'down';
-  #socket = null;
-  #connectedAt = 0;
-  #attempts = 0;
-  #lastAttempt = -Infinity;
-  #retry = null;
-  #pending = [];
-  #reader = new MessageReader();
-  #sent = 0;
-  #dropped = 0;
+  #conn = null; // a Connection; null for the no-op client
 
   // What the heartbeat knows of the work loop (performance.now() ms): its
   // last call (creating the client counts) and the ends of the open waits.
@@ -212,7 +188,13 @@ export class Client extends EventTarget {
     }
     this.#ack = ack;
     if (options.onWarning) this.onWarning(options.onWarning);
-    if (this.#address) this.#connect();
+    if (this.#address) {
+      this.#conn = new Connection(this.#address, {
+        message: (lines, socket) => this.#onMessage(lines, socket),
+        connect: () => this.dispatchEvent(new ConnectionEvent('connect')),
+        disconnect: (error) => this.dispatchEvent(new ConnectionEvent('disconnect', error)),
+      });
+    }
   }
 
   /** The client for HERMESKILL_STREAM_SOCKET; a no-op one when it is unset or empty. */
@@ -235,17 +217,17 @@ export class Client extends EventTarget {
 
   /** True while a connection to hermeskilld is up. */
   get connected() {
-    return this.#state === 'up';
+    return this.#conn?.up ?? false;
   }
 
   /** Messages written to the connection. */
   get sent() {
-    return this.#sent;
+    return this.#conn?.sent ?? 0;
   }
 
   /** Messages lost: disconnected, connection failed, or the socket's buffer full. */
   get dropped() {
-    return this.#dropped;
+    return this.#conn?.dropped ?? 0;
   }
 
   /** The heartbeat timeout from WATCHDOG_USEC, in ms; null when unset. */
@@ -472,10 +454,7 @@ export class Client extends EventTarget {
     if (this.#closed) return;
     this.#closed = true;
     this.stopHeartbeat();
-    clearTimeout(this.#retry);
-    this.#dropped += this.#pending.length;
-    this.#pending = [];
-    if (this.#socket) this.#socket.end();
+    this.#conn?.close();
   }
 
   [Symbol.dispose ?? Symbol.for('nodejs.dispose')]() {
@@ -486,98 +465,14 @@ export class Client extends EventTarget {
 
   #send(lines, activity = true) {
     if (activity) this.#touch();
-    if (!this.#address || this.#closed) return false;
-    const msg = frame(lines);
-    switch (this.#state) {
-      case 'up':
-        return this.#write(this.#socket, msg);
-      case 'down':
-        if (performance.now() - this.#lastAttempt < LAZY_RECONNECT_MS) break;
-        this.#connect();
-      // fallthrough: queued for the connection being made
-      case 'connecting':
-        if (this.#pending.length >= MAX_PENDING) break;
-        this.#pending.push(msg);
-        return true;
-    }
-    this.#dropped++;
-    return false;
+    if (!this.#conn || this.#closed) return false;
+    return this.#conn.send(frame(lines));
   }
 
-  #write(sock, msg) {
-    if (sock.writableLength > MAX_BUFFERED) {
-      this.#dropped++;
-      return false;
-    }
-    try {
-      sock.write(msg);
-    } catch {
-      this.#dropped++;
-      return false;
-    }
-    this.#sent++;
-    return true;
-  }
-
-  #connect() {
-    this.#state = 'connecting';
-    this.#lastAttempt = performance.now();
-    let sock;
-    try {
-      sock = net.createConnection({ path: this.#address });
-    } catch (err) {
-      this.#lost(null, err);
-      return;
-    }
-    this.#socket = sock;
-    sock.unref(); // the client never keeps the agent's process alive
-    let error = null;
-    sock.on('connect', () => {
-      if (this.#socket !== sock) return;
-      this.#state = 'up';
-      this.#connectedAt = performance.now();
-      const pending = this.#pending;
-      this.#pending = [];
-      for (const msg of pending) this.#write(sock, msg);
-      this.dispatchEvent(new ConnectionEvent('connect'));
-    });
-    sock.on('data', (chunk) => {
-      if (this.#socket === sock && !this.#closed) this.#onData(sock, chunk);
-    });
-    sock.on('error', (err) => {
-      error = err; // swallowed: a lost supervisor never throws into the agent
-    });
-    sock.on('close', () => {
-      if (this.#socket === sock) this.#lost(sock, error);
-    });
-  }
-
-  #lost(sock, error) {
-    const wasUp = this.#state === 'up';
-    this.#socket = null;
-    this.#reader.reset();
-    this.#dropped += this.#pending.length;
-    this.#pending = [];
-    if (wasUp && performance.now() - this.#connectedAt >= CONNECTION_WORKED_MS) this.#attempts = 0;
-    this.#state = 'down';
-    if (sock) this.dispatchEvent(new ConnectionEvent('disconnect', error));
-    if (this.#closed || this.#attempts >= RECONNECT_ATTEMPTS) return;
-    const delay = RECONNECT_FIRST_MS * 2 ** this.#attempts;
-    this.#attempts++;
-    this.#state = 'waiting';
-    this.#retry = setTimeout(() => {
-      this.#retry = null;
-      if (!this.#closed) this.#connect();
-    }, delay);
-    this.#retry.unref();
-  }
-
-  #onData(sock, chunk) {
-    for (const lines of this.#reader.push(chunk)) {
-      const d = parseDirective(lines);
-      if (d.stop && !this.#stopError) this.#onStop(sock, d.stop);
-      if (d.warning !== undefined) this.#onWarning(d.warning);
-    }
+  #onMessage(lines, socket) {
+    const d = parseDirective(lines);
+    if (d.stop && !this.#stopError) this.#onStop(socket, d.stop);
+    if (d.warning !== undefined) this.#onWarning(d.warning);
   }
 
   #onStop(sock, stop) {
@@ -589,7 +484,7 @@ export class Client extends EventTarget {
     this.#controller.abort(err);
     this.dispatchEvent(new StopEvent(err));
     // On the connection the STOP came on: hermeskilld counts it only there.
-    if (ack && this.#socket === sock && this.#state === 'up') this.#write(sock, frame(['STOPPING=1']));
+    if (ack) this.#conn.answer(sock, frame(['STOPPING=1']));
   }
 
   #onWarning(warning) {

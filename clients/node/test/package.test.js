@@ -41,7 +41,7 @@ test('npm pack, npm install --offline of the tarball, import by name', async () 
   const { stdout } = await npm(['pack', '--json', '--pack-destination', tmp.dir], PKG);
   const [packed] = JSON.parse(stdout);
   const files = packed.files.map((f) => f.path).sort();
-  assert.deepEqual(files, ['LICENSE', 'README.md', 'index.d.ts', 'index.js', 'lib/canonical.js', 'lib/client.js', 'lib/wire.js', 'package.json']);
+  assert.deepEqual(files, ['LICENSE', 'README.md', 'index.d.ts', 'index.js', 'lib/canonical.js', 'lib/client.js', 'lib/connection.js', 'lib/wire.js', 'package.json']);
   const project = path.join(tmp.dir, 'project');
   fs.mkdirSync(project);
   fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'agent', version: '1.0.0', private: true, type: 'module' }));
