@@ -1,6 +1,7 @@
 # hermeskilld — build, test, demo, bench, lint. See README.md.
 GO      ?= go
 PYTHON  ?= python3
+NODE    ?= node
 BIN     := bin/hermeskilld
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X main.version=$(VERSION)
@@ -23,7 +24,7 @@ DEB           = $(DIST)/hermeskilld_$(DEB_VERSION)-$(DEB_REVISION)_$(DEB_ARCH).d
 # rebuild of the same commit gives the same files.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 
-.PHONY: build test test-go test-python test-install test-fuzz soak demo bench bench-compare lint install deb clean
+.PHONY: build test test-go test-python test-node test-install test-fuzz soak demo bench bench-compare lint install deb clean
 
 build:
 	CGO_ENABLED=$(CGO) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermeskilld
@@ -32,7 +33,7 @@ build:
 # and Python agents end to end), the Python client's own tests, the
 # Debian package installed, used and purged (as root), and a short fuzz of
 # the parsers of what agents and upstreams send.
-test: test-go test-python test-install test-fuzz
+test: test-go test-python test-node test-install test-fuzz
 
 # internal/gateway/sdktest is a module of its own (the providers' SDKs are
 # never dependencies of hermeskilld): its tests run `hermeskilld supervise`
@@ -103,6 +104,14 @@ test-fuzz:
 
 test-python:
 	$(PYTHON) -m unittest discover -s clients/python -p 'test_*.py'
+
+# The Node client's suite (clients/node, Node >= 18 and npm): unit tests on a
+# real Unix stream socket, its npm package packed and installed offline, and
+# Node agents end to end under the hermeskilld that `make build` made.
+test-node: build
+	@command -v $(NODE) >/dev/null || { echo "make test-node: no $(NODE): install Node.js >= 18 and npm (apt-get install nodejs npm)" >&2; exit 1; }
+	@$(NODE) -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' || { echo "make test-node: $(NODE) is $$($(NODE) --version); the client needs Node.js >= 18" >&2; exit 1; }
+	HERMESKILL_BIN=$(CURDIR)/$(BIN) $(NODE) --test clients/node/test/
 
 # Builds the package, installs it into this machine with dpkg, checks the
 # installed unit, config and binary, removes and purges it and checks what

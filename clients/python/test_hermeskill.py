@@ -179,7 +179,8 @@ class SupervisedTestCase(unittest.TestCase):
 
 
 # Arguments, their canonical JSON and its sha256. pkg/client/argshash_test.go holds the same
-# hashes for the same arguments as Go values and as the JSON a model wrote.
+# hashes for the same arguments as Go values and as the JSON a model wrote;
+# clients/testdata/canonical-args.json has more, as JSON texts, for every client.
 SHARED_HASHES = [
     ({"q": "a<b", "n": 1}, '{"n":1,"q":"a<b"}',  # no HTML escaping of "<" (Go's \u003c)
      "6802a7c2b17e87b4a48247e8a05a547826899abba22624e4123454068da8f6eb"),
@@ -202,6 +203,17 @@ SHARED_HASHES = [
 
 
 class ToolArgsHashTest(unittest.TestCase):
+    def test_shared_vectors(self):
+        """The vectors of clients/testdata, read by the Go and Node clients' tests too."""
+        with open(os.path.join(HERE, "..", "testdata", "canonical-args.json"), encoding="utf-8") as f:
+            vectors = json.load(f)["vectors"]
+        self.assertTrue(vectors)
+        for v in vectors:
+            with self.subTest(v["name"]):
+                self.assertEqual(hashlib.sha256(v["canonical"].encode("utf-8")).hexdigest(), v["sha256"])
+                for text in v["json"]:
+                    self.assertEqual(hermeskill.tool_args_sha256(json.loads(text)), v["sha256"], text)
+
     def test_same_hashes_as_the_go_client(self):
         for args, canonical, want in SHARED_HASHES:
             with self.subTest(args=args):

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,7 +47,8 @@ func TestArgsHash(t *testing.T) {
 }
 
 // The same arguments hash the same in the Go and the Python client
-// (clients/python/test_hermeskill.py holds the same table), whether they
+// (clients/python/test_hermeskill.py holds the same table; more cases
+// as JSON texts in clients/testdata/canonical-args.json), whether they
 // come as Go values or as the JSON a model wrote.
 func TestArgsHashSharedWithPython(t *testing.T) {
 	for _, c := range []struct {
@@ -86,6 +88,32 @@ func TestArgsHashSharedWithPython(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for _, args := range c.args {
 				require.Equal(t, c.want, hashOf(t, args), "%#v", args)
+			}
+		})
+	}
+}
+
+// The vectors every client's tests read: each JSON text, hashed by value,
+// gives the vector's hash, which is the sha256 of its canonical form.
+func TestArgsHashSharedVectors(t *testing.T) {
+	raw, err := os.ReadFile("../../clients/testdata/canonical-args.json")
+	require.NoError(t, err)
+	var doc struct {
+		Vectors []struct {
+			Name      string   `json:"name"`
+			JSON      []string `json:"json"`
+			Canonical string   `json:"canonical"`
+			SHA256    string   `json:"sha256"`
+		} `json:"vectors"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.NotEmpty(t, doc.Vectors)
+	for _, v := range doc.Vectors {
+		t.Run(v.Name, func(t *testing.T) {
+			sum := sha256.Sum256([]byte(v.Canonical))
+			require.Equal(t, v.SHA256, hex.EncodeToString(sum[:]), "the canonical form's hash")
+			for _, text := range v.JSON {
+				require.Equal(t, v.SHA256, hashOf(t, json.RawMessage(text)), text)
 			}
 		})
 	}
