@@ -294,8 +294,12 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 		}
 		kv("heartbeat", ago(st.LastHeartbeatAt, now))
 		kv("progress", fmt.Sprint(st.Progress))
-		kv("tokens", fmt.Sprint(st.Tokens))
-		kv("cost", cost(st.CostUSD))
+		u := usageView(st.AgentInfo)
+		kv("tokens", u.TokensText())
+		kv("cost", u.CostText(cost))
+		if u.Metered {
+			kv("LLM requests", u.RequestsText())
+		}
 		kv("warnings", fmt.Sprint(st.Warnings))
 		kv("restarts", fmt.Sprint(st.Restarts))
 		if st.Status != "" {
@@ -498,6 +502,15 @@ func shortDuration(d time.Duration) string {
 }
 
 func cost(usd float64) string { return fmt.Sprintf("$%.2f", usd) }
+
+// usageView is a row's LLM use as the views word it.
+func usageView(a control.AgentInfo) display.Usage {
+	u := display.Usage{Tokens: a.Tokens, CostUSD: a.CostUSD, ReportedTokens: a.ReportedTokens, ReportedCostUSD: a.ReportedCostUSD}
+	if m := a.Metered; m != nil {
+		u.Metered, u.Requests, u.InFlight, u.Refused, u.Errors, u.CostKnown = true, m.Requests, m.InFlight, m.Refused, m.Errors, m.CostKnown
+	}
+	return u
+}
 
 // stampText is a time for people: local, to the millisecond.
 func stampText(t time.Time) string {

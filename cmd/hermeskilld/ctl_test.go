@@ -557,3 +557,40 @@ func TestParseTimeOrAgo(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
+
+// TestCtlViewsMetered: for an agent whose spend the gateway meters, ps
+// and status show the metered figures (the checks'), status labels them
+// beside the agent's own report and counts the LLM requests in flight.
+func TestCtlViewsMetered(t *testing.T) {
+	now := time.Now()
+	sock := serveFake(t, controltest.New(control.DaemonInfo{Version: "test", PID: 1},
+		control.AgentStatus{AgentInfo: control.AgentInfo{ID: "wire-bot", State: control.StateRunning, PID: 6161,
+			StartedAt: now.Add(-time.Minute), Tokens: 5500, CostUSD: 1.92,
+			Metered: &control.MeteredUsage{Requests: 5, InFlight: 1, Tokens: 5500, CostUSD: 1.92, CostKnown: true}}}),
+		control.ServerOptions{})
+
+	r := ctlRun(t, "ps", "--format", "wide", "--control-socket", sock)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^wire-bot\s+running\s+6161\s+\S+\s+-\s+0\s+5500\s+\$1\.92\s+0\s+0\s+-$`, r.stdout)
+
+	r = ctlRun(t, "status", "wire-bot", "--control-socket", sock)
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, want := range []string{
+		`(?m)^  tokens\s+5500 metered \(agent reported 0\)$`,
+		`(?m)^  cost\s+\$1\.92 metered \(agent reported \$0\.00\)$`,
+		`(?m)^  LLM requests\s+5 \(1 in flight\)$`,
+	} {
+		assert.Regexp(t, want, r.stdout)
+	}
+
+	r = ctlRun(t, "status", "--json", "wire-bot", "--control-socket", sock)
+	require.Equal(t, 0, r.code, r.stderr)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &raw))
+	assert.Equal(t, 5500.0, raw["tokens"])
+	assert.Equal(t, 1.92, raw["cost_usd"])
+	assert.Equal(t, 0.0, raw["reported_tokens"])
+	assert.Equal(t, 0.0, raw["reported_cost_usd"])
+	assert.Equal(t, map[string]any{"requests": 5.0, "in_flight": 1.0, "refused": 0.0, "errors": 0.0, "tokens": 5500.0,
+		"cost_usd": 1.92, "cost_known": true}, raw["metered"])
+}

@@ -91,7 +91,7 @@ type InternalError struct {
 // Metered is what hermeskilld's LLM gateway counted on the wire during the
 // run (present when the agent's LLM traffic went through it): the figures
 // the tokens and cost checks used. final_state's tokens and cost_usd stay
-// what the agent reported about itself.
+// what the agent reported about itself (Render shows both, labelled).
 type Metered struct {
 	Requests int64 `json:"requests"` // that reached the upstream
 	Refused  int64 `json:"refused"`  // after the revocation, or outside the API

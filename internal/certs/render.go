@@ -212,8 +212,17 @@ func (r *renderer) finalState() {
 	r.table(0, func(tw io.Writer) {
 		fmt.Fprintf(tw, "  status\t%s\n", display.OrDash(display.Clean(f.Status)))
 		fmt.Fprintf(tw, "  progress\t%d\n", f.Progress)
-		fmt.Fprintf(tw, "  tokens\t%d\n", f.Tokens)
-		fmt.Fprintf(tw, "  cost\t$%s\n", strconv.FormatFloat(f.CostUSD, 'f', -1, 64))
+		u := display.Usage{Tokens: uint64(max(f.Tokens, 0)), CostUSD: f.CostUSD,
+			ReportedTokens: uint64(max(f.Tokens, 0)), ReportedCostUSD: f.CostUSD}
+		usd := func(v float64) string { return "$" + strconv.FormatFloat(v, 'f', -1, 64) }
+		if m := r.c.Metered; m != nil {
+			// What the checks counted, as the metered line above words
+			// it; final_state keeps the agent's own report, shown beside.
+			u.Metered, u.Tokens, u.CostUSD, u.CostKnown = true, uint64(max(m.Tokens, 0)), m.CostUSD, m.CostKnown
+			usd = func(v float64) string { return fmt.Sprintf("$%.4f", v) }
+		}
+		fmt.Fprintf(tw, "  tokens\t%s\n", u.TokensText())
+		fmt.Fprintf(tw, "  cost\t%s\n", u.CostText(usd))
 		fmt.Fprintf(tw, "  last tool\t%s\n", display.OrDash(display.Clean(f.LastTool)))
 		hb := "none"
 		if !f.LastHeartbeatAt.IsZero() {

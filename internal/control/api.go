@@ -69,14 +69,36 @@ type AgentInfo struct {
 	StartedAt       time.Time         `json:"started_at,omitzero"`
 	LastHeartbeatAt time.Time         `json:"last_heartbeat_at,omitzero"`
 	Progress        uint64            `json:"progress"`
-	CostUSD         float64           `json:"cost_usd"`
-	Tokens          uint64            `json:"tokens"`
-	Warnings        int               `json:"warnings"`
-	Restarts        int               `json:"restarts"`
-	Status          string            `json:"status,omitempty"` // the agent's own STATUS=
+	// CostUSD and Tokens are the run's effective figures, those the cost
+	// and tokens checks count: what the gateway metered when it carries
+	// the agent's LLM traffic (Metered is then set), else what the agent
+	// reported. ReportedCostUSD and ReportedTokens are the agent's own
+	// reports, whichever counts.
+	CostUSD         float64       `json:"cost_usd"`
+	Tokens          uint64        `json:"tokens"`
+	ReportedCostUSD float64       `json:"reported_cost_usd"`
+	ReportedTokens  uint64        `json:"reported_tokens"`
+	Metered         *MeteredUsage `json:"metered,omitempty"`
+	Warnings        int           `json:"warnings"`
+	Restarts        int           `json:"restarts"`
+	Status          string        `json:"status,omitempty"` // the agent's own STATUS=
 	// Note explains the state: the quarantine reason, the crash-loop
 	// limit, the config error, a pending change applied at next start.
 	Note string `json:"note,omitempty"`
+}
+
+// MeteredUsage is what the LLM gateway counted of a run's requests.
+type MeteredUsage struct {
+	Requests int64   `json:"requests"`  // that reached the upstream
+	InFlight int     `json:"in_flight"` // forwarded, their response not ended yet
+	Refused  int64   `json:"refused"`   // by the gateway (revoked, outside the API, …)
+	Errors   int64   `json:"errors"`    // upstream statuses >= 400 and transport errors
+	Tokens   int64   `json:"tokens"`    // every model's input and output tokens
+	CostUSD  float64 `json:"cost_usd"`  // the priced models' cost
+	// CostKnown is false when a model had no price (cost_usd counts only
+	// the priced ones) or a request's usage was never read (it is
+	// charged at its reservation).
+	CostKnown bool `json:"cost_known"`
 }
 
 // AgentStatus is everything `hermeskilld status ID` shows.

@@ -95,7 +95,8 @@ func (s *slot) info() (control.AgentInfo, *supervisor.Status) {
 	if !st.Agent.LastHeartbeat.IsZero() {
 		info.LastHeartbeatAt = st.Agent.LastHeartbeat.UTC()
 	}
-	info.Progress, info.CostUSD, info.Tokens = st.Agent.Progress, st.Agent.CostUSD, st.Agent.Tokens
+	info.Progress = st.Agent.Progress
+	setUsage(&info, st.Usage)
 	info.Warnings, info.Status = st.Agent.Warnings, st.Agent.Status
 	return info, &st
 }

@@ -99,6 +99,9 @@ func (d *Daemon) streamEvent(ev supervisor.Event) {
 		if e := ev.Exit; e != nil {
 			out.Message = e.String()
 		}
+		if ev.Usage != nil {
+			out.Data = map[string]any{"usage": ev.Usage, "runtime_s": ev.Runtime.Seconds()}
+		}
 	case supervisor.EventCertificate:
 		out.Message = "certificate " + ev.CertPath
 		if c := ev.Cert; c != nil {

@@ -52,6 +52,17 @@ func wireRun(st supervisor.Status) *control.RunStatus {
 	return r
 }
 
+// setUsage puts a run's usage in its row: the effective figures (the
+// metered ones with the gateway), the agent's reports beside them.
+func setUsage(info *control.AgentInfo, u supervisor.Usage) {
+	info.Tokens, info.CostUSD = u.Tokens, u.CostUSD
+	info.ReportedTokens, info.ReportedCostUSD = u.ReportedTokens, u.ReportedCostUSD
+	if m := u.Metered; m != nil {
+		info.Metered = &control.MeteredUsage{Requests: m.Requests, InFlight: m.InFlight, Refused: m.Refused,
+			Errors: m.Errors, Tokens: m.Tokens, CostUSD: m.CostUSD, CostKnown: m.CostKnown}
+	}
+}
+
 func wireSymptom(s symptoms.Symptom) control.Symptom {
 	return control.Symptom{At: s.At.UTC(), Check: string(s.Check), Severity: string(s.Severity),
 		Observed: s.Observed, Threshold: s.Threshold, Message: s.Message}

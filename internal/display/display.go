@@ -8,7 +8,8 @@
 // or reorder what is shown (Unicode bidirectional controls).
 //
 // Every command that prints such text, and the certificate renderer, goes
-// through Clean, so that the same text always shows the same way.
+// through Clean, so that the same text always shows the same way. For the
+// same reason the figures of a run's LLM use are worded here once (Usage).
 package display
 
 import (

@@ -340,7 +340,7 @@ func (gr *Grant) report(rec Record, fl *flight) {
 func (gr *Grant) Metered() Metered {
 	gr.mu.Lock()
 	defer gr.mu.Unlock()
-	m := Metered{Incomplete: gr.incomplete, Metered: certs.Metered{Requests: gr.requests, Refused: gr.refused, Errors: gr.errors,
+	m := Metered{Incomplete: gr.incomplete, InFlight: len(gr.inflight), Metered: certs.Metered{Requests: gr.requests, Refused: gr.refused, Errors: gr.errors,
 		UsageUnknown: gr.usageUnknown, CostKnown: gr.usageUnknown == 0, FirstRequestAt: gr.first, LastRequestAt: gr.last,
 		Models: make([]certs.ModelUsage, 0, len(gr.models))}}
 	if gr.revoked != nil {

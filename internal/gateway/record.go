@@ -128,6 +128,9 @@ type Metered struct {
 	// Incomplete counts the successful requests that could not be read
 	// in full (Record.Incomplete): their tokens may be missing.
 	Incomplete int64
+	// InFlight counts the requests forwarded upstream whose response has
+	// not ended yet.
+	InFlight int
 }
 
 // Revocation is what Grant.Revoke did.

@@ -91,6 +91,12 @@ func AuditEvent(ev supervisor.Event) audit.Event {
 			data["exit"] = e.String()
 			data["status"] = e.ShellCode()
 		}
+		// The run's totals: what the checks counted (metered, with the
+		// gateway), the agent's own reports, the gateway's count.
+		if ev.Usage != nil {
+			data["usage"] = ev.Usage
+			data["runtime_s"] = ev.Runtime.Seconds()
+		}
 	case supervisor.EventLLMRequest:
 		// One line per LLM request: what it cost and which tools it
 		// called, never its prompt, its completion or a key.

@@ -4,8 +4,10 @@
 package recorder
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -45,4 +47,17 @@ func TestAuditEvent(t *testing.T) {
 	require.Equal(t, 7, data["pid"])
 	require.False(t, AuditEvent(supervisor.Event{Type: supervisor.EventSymptom}).Sync)
 	require.Equal(t, "symptom", AuditEvent(supervisor.Event{Type: supervisor.EventSymptom}).Type)
+}
+
+// TestAuditEventExitedUsage: a run's end carries its totals.
+func TestAuditEventExitedUsage(t *testing.T) {
+	u := &supervisor.Usage{Tokens: 5500, CostUSD: 0.6, Metered: &supervisor.MeteredUsage{Requests: 5, Tokens: 5500, CostUSD: 0.6, CostKnown: true}}
+	ev := AuditEvent(supervisor.Event{Type: supervisor.EventExited, AgentID: "a", Usage: u, Runtime: 1500 * time.Millisecond})
+	data := ev.Data.(map[string]any)
+	require.Same(t, u, data["usage"])
+	require.Equal(t, 1.5, data["runtime_s"])
+	raw, err := json.Marshal(data["usage"])
+	require.NoError(t, err)
+	require.JSONEq(t, `{"tokens": 5500, "cost_usd": 0.6, "reported_tokens": 0, "reported_cost_usd": 0,
+		"metered": {"requests": 5, "in_flight": 0, "refused": 0, "errors": 0, "tokens": 5500, "cost_usd": 0.6, "cost_known": true}}`, string(raw))
 }

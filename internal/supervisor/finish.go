@@ -33,7 +33,7 @@ func (r *Run) finish(res *escalate.Result, trigger *symptoms.Symptom, st runStat
 	r.stopWatch()
 	r.waitStreams()
 
-	out := Outcome{Exit: exit}
+	out := Outcome{Exit: exit, Usage: r.usage(st.engine), Runtime: r.proc.ExitedAt().Sub(r.proc.Started())}
 	if res != nil {
 		out.Reached = res.Reached
 	}
@@ -58,8 +58,14 @@ func (r *Run) finish(res *escalate.Result, trigger *symptoms.Symptom, st runStat
 		out.CertPath, out.CertErr = r.writeCert(c)
 	}
 	r.journalEnd() // its end is recorded now (or printed, when the certificate could not be written)
-	r.log.Info("agent exited", zap.Stringer("status", exit), zap.Int("shell_status", exit.ShellCode()))
-	r.emit(Event{Type: EventExited, Exit: &exit, Time: r.proc.ExitedAt()})
+	u := out.Usage
+	fields := []zap.Field{zap.Stringer("status", exit), zap.Int("shell_status", exit.ShellCode()),
+		zap.Duration("runtime", out.Runtime), zap.Uint64("tokens", u.Tokens), zap.Float64("cost_usd", u.CostUSD)}
+	if m := u.Metered; m != nil {
+		fields = append(fields, zap.Int64("llm_requests", m.Requests))
+	}
+	r.log.Info("agent exited", fields...)
+	r.emit(Event{Type: EventExited, Exit: &exit, Time: r.proc.ExitedAt(), Usage: &u, Runtime: out.Runtime})
 
 	r.sock.Close()
 	if r.grant != nil {

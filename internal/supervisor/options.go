@@ -120,6 +120,10 @@ type Event struct {
 	// Dropped counts heartbeat datagrams dropped since the last event of
 	// this type (only in EventExited).
 	Heartbeat *heartbeat.StatsSnapshot
+	// Usage is the run's LLM use at its end (only in EventExited), and
+	// Runtime how long it ran.
+	Usage   *Usage
+	Runtime time.Duration
 }
 
 // State of a run.
@@ -145,6 +149,10 @@ type Status struct {
 	Socket      string
 	// StreamSocket is the stream socket beside Socket.
 	StreamSocket string
+	// Usage is the run's LLM use now: the effective tokens and cost (the
+	// metered ones with the gateway), the agent's reports, the gateway's
+	// count (Run.Status fills it).
+	Usage Usage
 }
 
 // Outcome is how a run ended.
@@ -161,4 +169,8 @@ type Outcome struct {
 	CertErr  error
 	// ShadowCerts are the paths of shadow-mode certificates written.
 	ShadowCerts []string
+	// Usage is the run's LLM use at its end; Runtime is how long it ran,
+	// from its start to its main process's exit.
+	Usage   Usage
+	Runtime time.Duration
 }

@@ -397,9 +397,14 @@ func (r *Run) Wait() Outcome {
 	return r.outcome
 }
 
-// Status is the run as its loop last published it: it never waits for
-// the loop, whatever the run is busy with.
-func (r *Run) Status() Status { return *r.loop.status.Load() }
+// Status is the run as its loop last published it, with its usage as
+// the gateway counts it now: it never waits for the loop, whatever the run
+// is busy with.
+func (r *Run) Status() Status {
+	st := *r.loop.status.Load()
+	st.Usage = r.usage(st.Agent)
+	return st
+}
 
 func (r *Run) emit(e Event) {
 	if r.o.OnEvent == nil {
