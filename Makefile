@@ -154,9 +154,11 @@ install: build
 
 # dist/hermeskilld_VERSION-1_ARCH.deb, replacing any earlier one there: the
 # static binary (stripped), the unit with /usr/bin, sysusers.d and
-# tmpfiles.d entries, the sample config as a conffile, completions, and man
+# tmpfiles.d entries, the sample config as a conffile, completions, man
 # pages generated from the commands (by a test: cobra/doc stays out of the
-# binary).
+# binary) and compressed with gzip -9n (no name or time: reproducible), and
+# in /usr/share/doc/hermeskilld the README, the docs it links to and the
+# sample price file.
 deb:
 	rm -rf $(STAGE) $(DIST)/hermeskilld_*.deb && mkdir -p $(STAGE)/completion $(STAGE)/man
 	$(MAKE) --no-print-directory build BIN=$(STAGE)/hermeskilld LDFLAGS='$(LDFLAGS) -s -w'
@@ -167,6 +169,7 @@ deb:
 	$(STAGE)/hermeskilld completion fish >$(STAGE)/completion/hermeskilld.fish
 	HK_MAN_DIR=$(abspath $(STAGE)/man) HK_MAN_SOURCE='hermeskilld $(VERSION)' SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
 		$(GO) test -count=1 -run '^TestManPages$$' ./cmd/hermeskilld/
+	gzip -9nf $(STAGE)/man/*.1
 	STAGE=$(abspath $(STAGE)) DEB_VERSION=$(DEB_VERSION) DEB_REVISION=$(DEB_REVISION) DEB_ARCH=$(DEB_ARCH) \
 		SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run $(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DEB)
 
