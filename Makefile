@@ -38,6 +38,11 @@ test: test-go test-python test-install test-fuzz
 # never dependencies of hermeskilld): its tests run `hermeskilld supervise`
 # with agents on openai-go and anthropic-sdk-go against a fake provider on
 # loopback. Besides loopback they need only the Go module proxy, once.
+# Its TestNodeAgents runs the agents of test/agents/node on the TypeScript
+# SDKs (openai, @openai/agents, ai + @ai-sdk/openai) the same way: they need
+# Node >= 20 and `npm ci --prefix test/agents/node` once; without them the
+# test is skipped, saying so, but fails under HK_REQUIRE_NPM_AGENTS=1 (CI).
+HK_REQUIRE_NPM_AGENTS ?= $(if $(CI),1)
 #
 # The alert rules' tests (internal/metrics) run promtool: under CI (CI set;
 # .ci/run installs the Debian package prometheus, which ships it) they fail
@@ -52,7 +57,7 @@ test-go:
 	HK_REQUIRE_PROMTOOL=$(HK_REQUIRE_PROMTOOL) $(GO) test -race -count=1 -timeout 15m \
 		$$($(GO) list ./... | grep -v /tools/benchcompare)
 	$(GO) test -count=1 -timeout 5m ./tools/benchcompare/
-	cd internal/gateway/sdktest && $(GO) test -race -count=1 -timeout 5m ./...
+	cd internal/gateway/sdktest && HK_REQUIRE_NPM_AGENTS=$(HK_REQUIRE_NPM_AGENTS) $(GO) test -race -count=1 -timeout 5m ./...
 
 # The long loops of the guarantees (make test runs a short loop of each):
 # 50 cooperative stops per containment mode and blocking call, 50 SIGKILLs

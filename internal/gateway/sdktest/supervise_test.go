@@ -81,6 +81,9 @@ func built(t *testing.T) bins {
 var operatorEnv = append([]string{
 	"OPENAI_API_KEY=" + openaiKey, "OPENAI_BASE_URL=https://api.openai.com/v1", "OPENAI_ORG_ID=org-operator",
 	"ANTHROPIC_API_KEY=" + anthropicKey, "ANTHROPIC_BASE_URL=https://api.anthropic.com",
+	// Read by frameworks on the SDKs (LangChain's ChatAnthropic takes it
+	// before ANTHROPIC_BASE_URL; Codex CLI sends OPENAI_PROJECT).
+	"ANTHROPIC_API_URL=https://api.anthropic.com", "OPENAI_PROJECT=proj-operator",
 }, operatorSettings...)
 
 // operatorSettings are the variables of operatorEnv that are neither
@@ -236,6 +239,8 @@ func checkKeys(t *testing.T, rep agentReport, p *provider, keyVar, baseVar, upst
 		assert.NotContains(t, v, "api.anthropic.com", "the agent's %s", k)
 	}
 	assert.NotContains(t, rep.env, "OPENAI_ORG_ID", "an inherited organisation id is not passed")
+	assert.NotContains(t, rep.env, "OPENAI_PROJECT", "nor a project id")
+	assert.NotContains(t, rep.env, "ANTHROPIC_API_URL", "nor an endpoint the gateway does not set")
 	for _, kv := range operatorSettings {
 		k, v, _ := strings.Cut(kv, "=")
 		assert.Equal(t, v, rep.env[k], "the inherited setting %s passes", k)
