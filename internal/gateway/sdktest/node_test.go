@@ -286,6 +286,22 @@ func TestNodeAgents(t *testing.T) {
 	}
 }
 
+// The pitfall OPENAI_AGENTS_DISABLE_TRACING=1 avoids: without it,
+// @openai/agents posts the run's traces to OpenAI's trace endpoint itself,
+// past the gateway (the agent's loopback guard refuses and reports it).
+func TestNodeAgentsSDKTracesPastTheGateway(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	agent := nodeAgent(t, dir, "--sdk", "agents")
+	_, url := newProvider(t, replyToolThenText, "gpt-4.1-mini-2025-04-14", usage{in: 1_000, out: 100})
+	r := superviseEnv(t, dir, []string{"OPENAI_AGENTS_DISABLE_TRACING="},
+		nodeArgs(t, dir, "node-tracing", url, "--max-cost", "1"), agent...)
+	assert.Equal(t, 0, r.code)
+	rep := r.nodeReport(t)
+	require.Len(t, rep.tasks, 1)
+	assert.Contains(t, rep.egress, "https://api.openai.com/v1/traces/ingest", "the SDK's trace export, refused by the agent's guard")
+}
+
 // nodeArgs are supervise's flags for a Node agent behind the gateway with
 // the fake provider at url.
 func nodeArgs(t *testing.T, dir, id, url string, checks ...string) []string {

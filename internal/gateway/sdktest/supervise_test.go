@@ -116,6 +116,13 @@ func goAgent(t *testing.T, dir string, args ...string) []string {
 // agent's command, within a bound, and returns when it exited.
 func supervise(t *testing.T, dir string, args []string, agent ...string) e2e {
 	t.Helper()
+	return superviseEnv(t, dir, nil, args, agent...)
+}
+
+// superviseEnv is supervise with env added to hermeskilld's environment
+// after operatorEnv (a name set in both takes env's value).
+func superviseEnv(t *testing.T, dir string, env, args []string, agent ...string) e2e {
+	t.Helper()
 	b := built(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -123,7 +130,7 @@ func supervise(t *testing.T, dir string, args []string, agent ...string) e2e {
 		"--audit-log", filepath.Join(dir, "audit.jsonl"), "--coop-grace", "5s", "--term-grace", "2s"}, args...)
 	argv = append(append(argv, "--"), agent...)
 	cmd := exec.CommandContext(ctx, b.hermeskilld, argv...)
-	cmd.Env = append(os.Environ(), operatorEnv...)
+	cmd.Env = append(append(os.Environ(), operatorEnv...), env...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	cmd.WaitDelay = 5 * time.Second
