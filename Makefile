@@ -39,6 +39,11 @@ test: test-go test-python test-node test-install test-fuzz
 # never dependencies of hermeskilld): its tests run `hermeskilld supervise`
 # with agents on openai-go and anthropic-sdk-go against a fake provider on
 # loopback. Besides loopback they need only the Go module proxy, once.
+# Its TestNodeAgents runs the agents of test/agents/node on the TypeScript
+# SDKs (openai, @openai/agents, ai + @ai-sdk/openai) the same way: they need
+# Node >= 20 and `npm ci --prefix test/agents/node` once; without them the
+# test is skipped, saying so, but fails under HK_REQUIRE_NPM_AGENTS=1 (CI).
+HK_REQUIRE_NPM_AGENTS ?= $(if $(CI),1)
 #
 # The alert rules' tests (internal/metrics) run promtool: under CI (CI set;
 # .ci/run installs the Debian package prometheus, which ships it) they fail
@@ -53,7 +58,7 @@ test-go:
 	HK_REQUIRE_PROMTOOL=$(HK_REQUIRE_PROMTOOL) $(GO) test -race -count=1 -timeout 15m \
 		$$($(GO) list ./... | grep -v /tools/benchcompare)
 	$(GO) test -count=1 -timeout 5m ./tools/benchcompare/
-	cd internal/gateway/sdktest && $(GO) test -race -count=1 -timeout 5m ./...
+	cd internal/gateway/sdktest && HK_REQUIRE_NPM_AGENTS=$(HK_REQUIRE_NPM_AGENTS) $(GO) test -race -count=1 -timeout 5m ./...
 
 # The long loops of the guarantees (make test runs a short loop of each):
 # 50 cooperative stops per containment mode and blocking call, 50 SIGKILLs
@@ -163,9 +168,11 @@ install: build
 
 # dist/hermeskilld_VERSION-1_ARCH.deb, replacing any earlier one there: the
 # static binary (stripped), the unit with /usr/bin, sysusers.d and
-# tmpfiles.d entries, the sample config as a conffile, completions, and man
+# tmpfiles.d entries, the sample config as a conffile, completions, man
 # pages generated from the commands (by a test: cobra/doc stays out of the
-# binary).
+# binary) and compressed with gzip -9n (no name or time: reproducible), and
+# in /usr/share/doc/hermeskilld the README, the docs it links to and the
+# sample price file.
 deb:
 	rm -rf $(STAGE) $(DIST)/hermeskilld_*.deb && mkdir -p $(STAGE)/completion $(STAGE)/man
 	$(MAKE) --no-print-directory build BIN=$(STAGE)/hermeskilld LDFLAGS='$(LDFLAGS) -s -w'
@@ -176,6 +183,7 @@ deb:
 	$(STAGE)/hermeskilld completion fish >$(STAGE)/completion/hermeskilld.fish
 	HK_MAN_DIR=$(abspath $(STAGE)/man) HK_MAN_SOURCE='hermeskilld $(VERSION)' SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
 		$(GO) test -count=1 -run '^TestManPages$$' ./cmd/hermeskilld/
+	gzip -9nf $(STAGE)/man/*.1
 	STAGE=$(abspath $(STAGE)) DEB_VERSION=$(DEB_VERSION) DEB_REVISION=$(DEB_REVISION) DEB_ARCH=$(DEB_ARCH) \
 		SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run $(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DEB)
 

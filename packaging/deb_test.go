@@ -74,15 +74,18 @@ func TestDebInstall(t *testing.T) {
 		"/usr/lib/tmpfiles.d/hermeskilld.conf",
 		"/etc/hermeskill/hermeskilld.yaml",
 		"/etc/hermeskill/agents.d",
-		"/usr/share/man/man1/hermeskilld.1",
-		"/usr/share/man/man1/hermeskilld-supervise.1",
+		"/usr/share/man/man1/hermeskilld.1.gz",
+		"/usr/share/man/man1/hermeskilld-supervise.1.gz",
 		"/usr/share/bash-completion/completions/hermeskilld",
 		"/usr/share/zsh/vendor-completions/_hermeskilld",
 		"/usr/share/fish/vendor_completions.d/hermeskilld.fish",
 		"/usr/share/doc/hermeskilld/copyright",
+		"/usr/share/doc/hermeskilld/README.md",
+		"/usr/share/doc/hermeskilld/examples/config/prices.yaml",
 	} {
 		require.Contains(t, files, want)
 	}
+	docs := requireDocs(t, files)
 	o = run(t, time.Minute, "/", nil, dpkgDeb, "--info", deb, "conffiles")
 	require.Zero(t, o.code)
 	require.Equal(t, "/etc/hermeskill/hermeskilld.yaml\n", o.stdout)
@@ -98,10 +101,26 @@ func TestDebInstall(t *testing.T) {
 	if fi, err := os.Stat(runDir); err == nil {
 		runMode = fi.Mode().Perm()
 	}
-	hadRun := runMode != 0
+	// What a root supervise makes in it, which purge must not leave.
+	runDirs := []string{runDir + "/supervise", runDir + "/supervise-as-user", runDir}
+	hadRunDir := map[string]fs.FileMode{} // their modes; absent: not there
+	for _, d := range runDirs {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			hadRunDir[d] = fi.Mode().Perm()
+		}
+	}
 	var records []string
 	t.Cleanup(func() {
 		restore(t, dpkg, groupdel, hadGroup, hadState, runMode, records)
+		// Purge removes the empty directories root runs of supervise left
+		// in the runtime directory: those that were there before, back.
+		for _, d := range runDirs[:2] {
+			if mode, ok := hadRunDir[d]; ok && !exists(d) && exists(runDir) {
+				if err := os.Mkdir(d, mode); err != nil {
+					t.Errorf("restore: %v", err)
+				}
+			}
+		}
 	})
 
 	// Install.
@@ -115,6 +134,7 @@ func TestDebInstall(t *testing.T) {
 	// may have made it private by now.
 	require.DirExists(t, runDir)
 	requireDir(t, stateDir, 0o750)
+	requireInstalledDocs(t, docs)
 	if systemctl, err := exec.LookPath("systemctl"); err == nil {
 		o = run(t, time.Minute, "/", nil, systemctl, "is-enabled", "hermeskilld.service")
 		require.Equal(t, "disabled\n", o.stdout, "installed neither enabled nor started")
@@ -178,8 +198,18 @@ func TestDebInstall(t *testing.T) {
 	for _, g := range groups {
 		require.True(t, groupExists(g), "purge keeps group %s", g)
 	}
-	if !hadRun {
-		require.NoDirExists(t, runDir, "purge removes the runtime directory")
+	// The supervise run above left /run/hermeskill/supervise, empty. Other
+	// root runs (another test's) may be using these directories now: a
+	// directory that holds something but directories is theirs to keep.
+	for _, d := range runDirs {
+		if _, had := hadRunDir[d]; had || !exists(d) {
+			continue
+		}
+		if held(d) {
+			t.Logf("%s is in use by a concurrent root supervise: left, as it should be", d)
+			continue
+		}
+		require.NoDirExists(t, d, "purge removes the runtime directory and what root runs of supervise left empty in it")
 	}
 	left, err := filepath.Glob("/var/lib/dpkg/info/" + pkgName + ".*")
 	require.NoError(t, err)
@@ -210,7 +240,9 @@ func restore(t *testing.T, dpkg, groupdel string, hadGroup map[string]bool, hadS
 	// The runtime directory: tmpfiles set its mode, purge removed it when
 	// empty, even when it was there before (a root supervise makes it).
 	if runMode == 0 {
-		os.Remove(runDir) // when empty: a root supervise may be using it
+		// When empty: a root supervise may be using it.
+		os.Remove(runDir + "/supervise")
+		os.Remove(runDir)
 	} else {
 		if err := os.MkdirAll(runDir, runMode); err != nil {
 			t.Errorf("restore: %v", err)
@@ -311,4 +343,18 @@ func requireDir(t *testing.T, path string, perm fs.FileMode) {
 	require.NoError(t, err)
 	require.True(t, fi.IsDir(), "%s is a directory", path)
 	require.Equal(t, perm, fi.Mode().Perm(), "%s mode", path)
+}
+
+// held reports whether the directory tree at dir holds anything but
+// directories (a socket, a file): what a running program put there.
+func held(dir string) bool {
+	found := false
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
 }

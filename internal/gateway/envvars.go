@@ -23,12 +23,14 @@ var providerVars = map[string]bool{
 	"OPENAI_ORG_ID":         true, // OpenAI-Organization header
 	"OPENAI_ORGANIZATION":   true, // the same (openai-python < 1, LangChain)
 	"OPENAI_PROJECT_ID":     true, // OpenAI-Project header
+	"OPENAI_PROJECT":        true, // the same (Codex CLI's built-in provider)
 	"OPENAI_CUSTOM_HEADERS": true, // headers on every request (openai-go): may carry a credential
 
 	// Anthropic.
 	"ANTHROPIC_API_KEY":                   true, // the key (every SDK)
 	"ANTHROPIC_AUTH_TOKEN":                true, // a bearer token instead of the key
 	"ANTHROPIC_BASE_URL":                  true, // the endpoint
+	"ANTHROPIC_API_URL":                   true, // the endpoint, read before ANTHROPIC_BASE_URL (LangChain's ChatAnthropic)
 	"ANTHROPIC_CUSTOM_HEADERS":            true, // headers on every request: may carry a credential
 	"ANTHROPIC_WEBHOOK_SIGNING_KEY":       true, // webhook signature secret
 	"ANTHROPIC_PROFILE":                   true, // a credentials profile to load

@@ -21,6 +21,11 @@ func TestProviderVar(t *testing.T) {
 		"ANTHROPIC_PROFILE", "ANTHROPIC_CONFIG_DIR", "ANTHROPIC_IDENTITY_TOKEN_FILE", "ANTHROPIC_ORGANIZATION_ID",
 		"ANTHROPIC_WORKSPACE_ID", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_PROJECT_ID",
 		"ANTHROPIC_FOUNDRY_API_KEY", "ANTHROPIC_WEBHOOK_SIGNING_KEY",
+		// Read by frameworks and tools on the SDKs: @langchain/anthropic
+		// and langchain-anthropic take ANTHROPIC_API_URL before
+		// ANTHROPIC_BASE_URL; Codex CLI sends OPENAI_PROJECT as the
+		// OpenAI-Project header.
+		"ANTHROPIC_API_URL", "OPENAI_PROJECT",
 		// By the suffix rule: names no SDK reads today.
 		"OPENAI_REALTIME_API_KEY", "ANTHROPIC_SOMECLOUD_BASE_URL", "ANTHROPIC_FUTURE_TOKEN", "OPENAI_X_SECRET",
 		// The gateway's own.

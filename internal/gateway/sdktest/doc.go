@@ -18,6 +18,11 @@
 // gateway read on the wire; the certificate, the audit log, the agent's
 // own report and the provider's record of every request are checked.
 //
+// node_test.go does the same with the TypeScript SDKs npm serves (openai,
+// @openai/agents, ai + @ai-sdk/openai): the agent is
+// test/agents/node/agent.mjs, its packages pinned by that directory's
+// package-lock.json and installed by `npm ci --prefix test/agents/node`.
+//
 // It is a module of its own so that the SDKs are never dependencies of
 // hermeskilld: run its tests from this directory with go test ./... (make
 // test does).

@@ -20,8 +20,9 @@ import (
 type reply int
 
 const (
-	replyText reply = iota // a text answer: the agent asks again
-	replyTool              // the same tool call, every time
+	replyText         reply = iota // a text answer: the agent asks again
+	replyTool                      // the same tool call, every time
+	replyToolThenText              // the tool call, then, once the request holds the tool's result, a text answer
 )
 
 // usage is what one answer reports spending. in counts every input token,
@@ -34,9 +35,10 @@ type usage struct{ in, cached, out int64 }
 const holdMarker = "HOLD this stream open"
 
 // provider is a fake of both providers' APIs behind one server: OpenAI's
-// chat completions at /v1/chat/completions (an openai upstream's URL is
-// SERVER/v1) and Anthropic's messages at /v1/messages (an anthropic
-// upstream's URL is SERVER). It answers only requests that carry the real
+// chat completions at /v1/chat/completions and its Responses API at
+// /v1/responses (not streamed; an openai upstream's URL is SERVER/v1), and
+// Anthropic's messages at /v1/messages (an anthropic upstream's URL is
+// SERVER). It answers only requests that carry the real
 // key in the provider's own header (401 otherwise), and records every
 // request it gets.
 type provider struct {
@@ -60,6 +62,7 @@ type seen struct {
 	Headers      string
 	Held         bool
 	Cut          bool // its answer was cut off by the caller
+	ToolResult   bool // the request holds a tool's result (a "tool" message, a function_call_output item)
 }
 
 func newProvider(t *testing.T, r reply, model string, u usage) (*provider, string) {
@@ -85,9 +88,24 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		StreamOptions struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+		Input json.RawMessage `json:"input"`
 	}
 	_ = json.Unmarshal(body, &req)
 	s.Model, s.Stream, s.IncludeUsage = req.Model, req.Stream, req.StreamOptions.IncludeUsage
+	for _, m := range req.Messages {
+		s.ToolResult = s.ToolResult || m.Role == "tool"
+	}
+	var items []struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(req.Input, &items) == nil {
+		for _, it := range items {
+			s.ToolResult = s.ToolResult || it.Type == "function_call_output"
+		}
+	}
 	s.Held = req.Stream && strings.Contains(string(body), holdMarker)
 	var hs []string
 	for k, vv := range r.Header {
@@ -96,9 +114,10 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sort.Strings(hs)
 	s.Headers = strings.Join(hs, "\n")
 
-	var anthropic bool
+	var anthropic, responses bool
 	switch r.URL.Path {
-	case "/v1/chat/completions":
+	case "/v1/chat/completions", "/v1/responses":
+		responses = r.URL.Path == "/v1/responses"
 		s.KeyOK = r.Header.Get("Authorization") == "Bearer "+openaiKey && r.Header.Get("X-Api-Key") == ""
 	case "/v1/messages":
 		anthropic = true
@@ -120,17 +139,26 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := p.record(s)
+	tool := p.reply == replyTool || p.reply == replyToolThenText && !s.ToolResult
 	var events []string
 	switch {
+	case responses && req.Stream:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"message":"the fake provider does not stream the Responses API","type":"invalid_request_error","param":"stream","code":null}}`)
+		return
+	case responses:
+		writeJSON(w, p.openAIResponse(n, tool))
+		return
 	case anthropic && req.Stream:
-		events = p.anthropicStream(n)
+		events = p.anthropicStream(n, tool)
 	case anthropic:
-		writeJSON(w, p.anthropicMessage(n))
+		writeJSON(w, p.anthropicMessage(n, tool))
 		return
 	case req.Stream:
-		events = p.openAIStream(n, req.StreamOptions.IncludeUsage)
+		events = p.openAIStream(n, tool, req.StreamOptions.IncludeUsage)
 	default:
-		writeJSON(w, p.openAICompletion(n))
+		writeJSON(w, p.openAICompletion(n, tool))
 		return
 	}
 	if s.Held {
@@ -174,10 +202,10 @@ func (p *provider) openAIUsage() map[string]any {
 		"total_tokens": p.usage.in + p.usage.out, "prompt_tokens_details": map[string]any{"cached_tokens": p.usage.cached}}
 }
 
-func (p *provider) openAICompletion(n int) map[string]any {
+func (p *provider) openAICompletion(n int, tool bool) map[string]any {
 	msg := map[string]any{"role": "assistant", "content": "Still looking.", "refusal": nil}
 	finish := "stop"
-	if p.reply == replyTool {
+	if tool {
 		msg["content"] = nil
 		msg["tool_calls"] = []any{map[string]any{"id": fmt.Sprintf("call_%d", n), "type": "function",
 			"function": map[string]any{"name": "web_search", "arguments": toolArgs}}}
@@ -190,7 +218,7 @@ func (p *provider) openAICompletion(n int) map[string]any {
 
 // openAIStream is a streamed chat completion's events; the usage chunk
 // only when the request asked for it, as OpenAI does.
-func (p *provider) openAIStream(n int, includeUsage bool) []string {
+func (p *provider) openAIStream(n int, tool, includeUsage bool) []string {
 	chunk := func(choices []any, extra map[string]any) string {
 		c := map[string]any{"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion.chunk", "created": 1,
 			"model": p.model, "choices": choices}
@@ -204,7 +232,7 @@ func (p *provider) openAIStream(n int, includeUsage bool) []string {
 	}
 	events := []string{chunk(delta(map[string]any{"role": "assistant", "content": ""}, nil), nil)}
 	finish := "stop"
-	if p.reply == replyTool {
+	if tool {
 		half := len(toolArgs) / 2
 		events = append(events,
 			chunk(delta(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_%d", n), "type": "function",
@@ -222,15 +250,33 @@ func (p *provider) openAIStream(n int, includeUsage bool) []string {
 	return append(events, "[DONE]")
 }
 
+// openAIResponse is a Responses API response (not streamed): the tool
+// call as a function_call output item, else a message.
+func (p *provider) openAIResponse(n int, tool bool) map[string]any {
+	item := map[string]any{"type": "message", "id": fmt.Sprintf("msg_%d", n), "role": "assistant", "status": "completed",
+		"content": []any{map[string]any{"type": "output_text", "text": "Found it.", "annotations": []any{}}}}
+	if tool {
+		item = map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%d", n), "call_id": fmt.Sprintf("call_%d", n),
+			"name": "web_search", "arguments": toolArgs, "status": "completed"}
+	}
+	return map[string]any{"id": fmt.Sprintf("resp_%d", n), "object": "response", "created_at": 1, "status": "completed",
+		"model": p.model, "output": []any{item}, "error": nil, "incomplete_details": nil, "instructions": nil,
+		"metadata": map[string]any{}, "parallel_tool_calls": true, "temperature": 1.0, "tool_choice": "auto",
+		"tools": []any{}, "top_p": 1.0,
+		"usage": map[string]any{"input_tokens": p.usage.in, "input_tokens_details": map[string]any{"cached_tokens": p.usage.cached},
+			"output_tokens": p.usage.out, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
+			"total_tokens": p.usage.in + p.usage.out}}
+}
+
 func (p *provider) anthropicUsage(out int64) map[string]any {
 	return map[string]any{"input_tokens": p.usage.in - p.usage.cached, "cache_creation_input_tokens": 0,
 		"cache_read_input_tokens": p.usage.cached, "output_tokens": out}
 }
 
-func (p *provider) anthropicMessage(n int) map[string]any {
+func (p *provider) anthropicMessage(n int, tool bool) map[string]any {
 	content := []any{map[string]any{"type": "text", "text": "Still looking."}}
 	stop := "end_turn"
-	if p.reply == replyTool {
+	if tool {
 		content = []any{map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_%d", n), "name": "web_search",
 			"input": json.RawMessage(toolArgs)}}
 		stop = "tool_use"
@@ -241,7 +287,7 @@ func (p *provider) anthropicMessage(n int) map[string]any {
 
 // anthropicStream is a streamed message's events: the input's usage in
 // message_start, the output's in message_delta, as Anthropic sends them.
-func (p *provider) anthropicStream(n int) []string {
+func (p *provider) anthropicStream(n int, tool bool) []string {
 	ev := func(typ string, v map[string]any) string {
 		v["type"] = typ
 		return "event: " + typ + "\ndata: " + mustJSON(v)
@@ -250,7 +296,7 @@ func (p *provider) anthropicStream(n int) []string {
 		"type": "message", "role": "assistant", "model": p.model, "content": []any{}, "stop_reason": nil,
 		"stop_sequence": nil, "usage": p.anthropicUsage(1)}})}
 	stop := "end_turn"
-	if p.reply == replyTool {
+	if tool {
 		half := len(toolArgs) / 2
 		events = append(events,
 			ev("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "tool_use",

@@ -81,6 +81,9 @@ func built(t *testing.T) bins {
 var operatorEnv = append([]string{
 	"OPENAI_API_KEY=" + openaiKey, "OPENAI_BASE_URL=https://api.openai.com/v1", "OPENAI_ORG_ID=org-operator",
 	"ANTHROPIC_API_KEY=" + anthropicKey, "ANTHROPIC_BASE_URL=https://api.anthropic.com",
+	// Read by frameworks on the SDKs (LangChain's ChatAnthropic takes it
+	// before ANTHROPIC_BASE_URL; Codex CLI sends OPENAI_PROJECT).
+	"ANTHROPIC_API_URL=https://api.anthropic.com", "OPENAI_PROJECT=proj-operator",
 }, operatorSettings...)
 
 // operatorSettings are the variables of operatorEnv that are neither
@@ -113,6 +116,13 @@ func goAgent(t *testing.T, dir string, args ...string) []string {
 // agent's command, within a bound, and returns when it exited.
 func supervise(t *testing.T, dir string, args []string, agent ...string) e2e {
 	t.Helper()
+	return superviseEnv(t, dir, nil, args, agent...)
+}
+
+// superviseEnv is supervise with env added to hermeskilld's environment
+// after operatorEnv (a name set in both takes env's value).
+func superviseEnv(t *testing.T, dir string, env, args []string, agent ...string) e2e {
+	t.Helper()
 	b := built(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -120,7 +130,7 @@ func supervise(t *testing.T, dir string, args []string, agent ...string) e2e {
 		"--audit-log", filepath.Join(dir, "audit.jsonl"), "--coop-grace", "5s", "--term-grace", "2s"}, args...)
 	argv = append(append(argv, "--"), agent...)
 	cmd := exec.CommandContext(ctx, b.hermeskilld, argv...)
-	cmd.Env = append(os.Environ(), operatorEnv...)
+	cmd.Env = append(append(os.Environ(), operatorEnv...), env...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	cmd.WaitDelay = 5 * time.Second
@@ -236,6 +246,8 @@ func checkKeys(t *testing.T, rep agentReport, p *provider, keyVar, baseVar, upst
 		assert.NotContains(t, v, "api.anthropic.com", "the agent's %s", k)
 	}
 	assert.NotContains(t, rep.env, "OPENAI_ORG_ID", "an inherited organisation id is not passed")
+	assert.NotContains(t, rep.env, "OPENAI_PROJECT", "nor a project id")
+	assert.NotContains(t, rep.env, "ANTHROPIC_API_URL", "nor an endpoint the gateway does not set")
 	for _, kv := range operatorSettings {
 		k, v, _ := strings.Cut(kv, "=")
 		assert.Equal(t, v, rep.env[k], "the inherited setting %s passes", k)
