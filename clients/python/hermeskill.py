@@ -100,6 +100,8 @@ MAX_WARNINGS = 64
 _SUN_PATH_MAX = 107
 _RECV_BYTES = 16384
 _DEFAULT_HEARTBEAT_S = 1.0
+# How long a SIGINT that finds no STOP waits for one that may be arriving with it (seconds).
+_SIGINT_STOP_WAIT = 0.2
 # Without WATCHDOG_USEC, the heartbeat thread vouches for this many intervals after a call.
 _WINDOW_BEATS = 3
 # Errors of send() meaning "not connected to a live supervisor any more": reconnect.
@@ -952,6 +954,13 @@ class Client:
             pass
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
+        receiver = self._receiver_thread
+        if not self._stop_event.is_set() and receiver is not None and receiver.is_alive():
+            # hermeskilld sends its cooperative SIGINT after the STOP, when the STOP was not
+            # acknowledged in time (a loaded machine): a STOP may be arriving with it. Waiting
+            # a moment for it makes that SIGINT the stop it is; a SIGINT of the agent's own
+            # (a Ctrl-C) is raised that much later.
+            self._stop_event.wait(_SIGINT_STOP_WAIT)
         if not self._stop_event.is_set():
             signal.default_int_handler(signum, frame)  # a SIGINT of its own: KeyboardInterrupt
             return

@@ -482,6 +482,19 @@ class DirectiveTest(SupervisedTestCase):
         with self.assertRaises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGINT)
 
+    def test_sigint_just_before_its_stop_is_the_stop(self):
+        # hermeskilld's cooperative SIGINT can reach the agent before the STOP it follows is
+        # read (an acknowledgement that came too late on a loaded machine): the handler waits
+        # a moment for the STOP, and the agent gets HermeskillTerminated, not KeyboardInterrupt.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
+        self.connected_client(interrupt_main=True)
+        self.sup.start_reader()
+        threading.Timer(0.05, self.sup.send, ["STOP=1\nCHECK=manual\nREASON=late"]).start()
+        with self.assertRaises(hermeskill.HermeskillTerminated) as cm:
+            signal.raise_signal(signal.SIGINT)
+        self.assertEqual(cm.exception.check, "manual")
+
     def test_application_handler_is_left_and_stop_not_acknowledged(self):
         got = []
         previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -94,11 +93,7 @@ func TestRunBudgetCapsParallelRequests(t *testing.T) {
 	go func() { served <- gw.Serve(ctx) }()
 	defer func() { cancel(); <-served }()
 
-	python := "/usr/bin/python3"
-	if _, err := os.Stat(python); err != nil {
-		python, err = exec.LookPath("python3")
-		require.NoError(t, err, "python3 runs the agent")
-	}
+	python := testPython(t)
 	script := filepath.Join(t.TempDir(), "agent.py")
 	require.NoError(t, os.WriteFile(script, []byte(parallelAgent), 0o644))
 	for run := range 3 {

@@ -159,11 +159,7 @@ func wireGateway(t *testing.T, bound time.Duration) *gateway.Gateway {
 // no sd_notify, only its traffic.
 func wireRun(t *testing.T, gw *gateway.Gateway, checks config.Checks, mode string, calls int) (Outcome, time.Duration) {
 	t.Helper()
-	python := "/usr/bin/python3" // not a shim (pyenv's takes seconds to start)
-	if _, err := os.Stat(python); err != nil {
-		python, err = exec.LookPath("python3")
-		require.NoError(t, err, "python3 runs the wire agent")
-	}
+	python := testPython(t)
 	script := filepath.Join(t.TempDir(), "agent.py")
 	require.NoError(t, os.WriteFile(script, []byte(wireAgent), 0o644))
 	a := agentWith(checks)
@@ -175,6 +171,18 @@ func wireRun(t *testing.T, gw *gateway.Gateway, checks config.Checks, mode strin
 	// daemon's do.
 	out := startRealWith(t, a, func(o *Options) { o.Gateway, o.Exclusive = gw, false }).Wait()
 	return out, time.Since(began)
+}
+
+// testPython is the interpreter of the Python agents: the system's, not
+// a shim (pyenv's takes seconds to start), where there is one.
+func testPython(t *testing.T) string {
+	t.Helper()
+	python := "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		python, err = exec.LookPath("python3")
+		require.NoError(t, err, "python3 runs the Python agents")
+	}
+	return python
 }
 
 // heartbeatOnly are the timeouts of an agent file with a 1s heartbeat
