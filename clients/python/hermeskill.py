@@ -580,6 +580,10 @@ class Client:
         """
         self._active = time.monotonic()
         if self._stop_event.is_set():
+            if threading.current_thread() is threading.main_thread():
+                # Raised in the main thread: the SIGINTs the client sends it to raise the stop
+                # there (interrupt_main) must not raise it again inside the handler that saves.
+                self._raised.set()
             raise self._terminated()
 
     def _terminated(self) -> HermeskillTerminated:

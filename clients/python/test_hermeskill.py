@@ -482,6 +482,30 @@ class DirectiveTest(SupervisedTestCase):
         with self.assertRaises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGINT)
 
+    def test_stop_raised_by_checkpoint_is_not_raised_again_while_saving(self):
+        # The STOP reaches a main thread between two checkpoint() calls: checkpoint() raises
+        # it first, and the SIGINT the client sent the main thread to raise it there (held
+        # back here, as a busy thread may not run its handler before its next checkpoint)
+        # must not raise it again inside the except block that saves the work.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
+        hk = self.connected_client(interrupt_main=True)
+        self.sup.start_reader()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        self.addCleanup(signal.pthread_sigmask, signal.SIG_UNBLOCK, {signal.SIGINT})
+        self.sup.send("STOP=1\nCHECK=manual")
+        wait_until(lambda: hk.stop_requested)
+        self.sup.recv_until(lambda d: d == "STOPPING=1", timeout=5)
+        wait_until(lambda: signal.SIGINT in signal.sigpending(), what="the client's SIGINT to the main thread")
+        saved = False
+        try:
+            hk.checkpoint()
+        except hermeskill.HermeskillTerminated:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # its handler runs now
+            time.sleep(0.3)  # saving
+            saved = True
+        self.assertTrue(saved, "the save was cut short")
+
     def test_sigint_just_before_its_stop_is_the_stop(self):
         # hermeskilld's cooperative SIGINT can reach the agent before the STOP it follows is
         # read (an acknowledgement that came too late on a loaded machine): the handler waits
