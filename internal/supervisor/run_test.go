@@ -72,7 +72,10 @@ func TestRunKillsSilentAgent(t *testing.T) {
 // the run spends its term_grace on the survivor, Status answers at once.
 func TestRunStatusDuringSurvivorCleanup(t *testing.T) {
 	a := agentWith(config.Checks{})
-	a.Command = []string{"/bin/sh", "-c", `(trap "" TERM; exec sleep 30) & echo started; exit 0`}
+	// The main process exits only once the survivor ignores SIGTERM (its
+	// marker), so the cleanup's SIGTERM cannot come first.
+	mark := filepath.Join(t.TempDir(), "ignoring")
+	a.Command = []string{"/bin/sh", "-c", `(trap "" TERM; : >"$1"; exec sleep 30) & while [ ! -e "$1" ]; do sleep 0.01; done; exit 0`, "sh", mark}
 	a.Escalation.TermGrace = 3 * time.Second
 	r, _ := startReal(t, a)
 	require.Eventually(t, func() bool { return r.Status().State == StateStopping }, 10*time.Second, time.Millisecond,
