@@ -4,7 +4,6 @@
 package sdktest
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -101,21 +100,11 @@ type nodeLine struct {
 
 func (r e2e) nodeReport(t *testing.T) nodeReport {
 	t.Helper()
-	f, err := os.Open(filepath.Join(r.dir, "agent.jsonl"))
-	require.NoError(t, err, "the agent wrote no report; hermeskilld said:\n%s", r.stderr)
-	defer f.Close()
-	rep := nodeReport{env: map[string]string{}}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var l nodeLine
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &l))
+	rep := nodeReport{}
+	rep.env = readAgentLines(t, r, func(l nodeLine) []string {
 		switch {
 		case l.Env != nil:
-			for _, kv := range l.Env {
-				k, v, _ := strings.Cut(kv, "=")
-				rep.env[k] = v
-			}
+			return l.Env
 		case l.Egress != "":
 			rep.egress = append(rep.egress, l.Egress)
 		case l.OK:
@@ -123,9 +112,8 @@ func (r e2e) nodeReport(t *testing.T) nodeReport {
 		default:
 			rep.failed = &l
 		}
-	}
-	require.NoError(t, sc.Err())
-	require.NotEmpty(t, rep.env, "the agent wrote its environment")
+		return nil
+	})
 	return rep
 }
 

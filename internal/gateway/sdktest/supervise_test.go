@@ -185,30 +185,43 @@ type agentReport struct {
 
 func (r e2e) agent(t *testing.T) agentReport {
 	t.Helper()
-	f, err := os.Open(filepath.Join(r.dir, "agent.jsonl"))
-	require.NoError(t, err)
-	defer f.Close()
-	rep := agentReport{env: map[string]string{}}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var l agentLine
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &l))
+	rep := agentReport{}
+	rep.env = readAgentLines(t, r, func(l agentLine) []string {
 		switch {
 		case l.Env != nil:
-			for _, kv := range l.Env {
-				k, v, _ := strings.Cut(kv, "=")
-				rep.env[k] = v
-			}
+			return l.Env
 		case l.Held:
 			rep.held = &l
 		default:
 			rep.requests = append(rep.requests, l)
 		}
+		return nil
+	})
+	return rep
+}
+
+// readAgentLines reads the agent's report, agent.jsonl, one JSON line of
+// type L at a time, and returns the environment the agent wrote: the
+// KEY=VALUE entries take returns (nil for the other lines).
+func readAgentLines[L any](t *testing.T, r e2e, take func(L) []string) map[string]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(r.dir, "agent.jsonl"))
+	require.NoError(t, err, "the agent wrote no report; hermeskilld said:\n%s", r.stderr)
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l L
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &l))
+		for _, kv := range take(l) {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
 	}
 	require.NoError(t, sc.Err())
-	require.NotEmpty(t, rep.env, "the agent wrote its environment")
-	return rep
+	require.NotEmpty(t, env, "the agent wrote its environment")
+	return env
 }
 
 // auditLines are the audit log's lines of type typ, as JSON text.
