@@ -255,8 +255,16 @@ func (e *Engine) Observe(m *heartbeat.Message, now time.Time) []Symptom {
 		e.st.DumpSignal = m.DumpSignal
 	}
 	if m.Has(heartbeat.FieldProgress) {
+		held := e.progressHeld()
 		e.ownProgress()
 		out = append(out, e.progress(m.Progress, now)...)
+		if held {
+			// A request in flight held the progress deadline; the agent's
+			// own counter ends the hold, so a deadline that passed
+			// meanwhile (no increase since) fires now, as at the end of
+			// the flight.
+			out = append(out, e.Tick(now)...)
+		}
 	}
 	if m.Has(heartbeat.FieldTokens) {
 		e.st.Tokens = m.Tokens
