@@ -247,6 +247,15 @@ func TestSuperviseStartFailures(t *testing.T) {
 	require.Equal(t, 125, r.code)
 	require.Contains(t, r.stderr, "--heartbeat-timeout")
 
+	r = hk(t, "supervise", "--max-cost-rate", "0.50", "--", "true")
+	require.Equal(t, 125, r.code)
+	require.Contains(t, r.stderr, "--max-cost-rate")
+	require.Contains(t, r.stderr, "want AMOUNT/DURATION such as 0.50/1m")
+
+	r = hk(t, "supervise", "--max-requests-rate", "30/10ms", "--", "true")
+	require.Equal(t, 125, r.code)
+	require.Contains(t, r.stderr, "checks.requests_rate.per: must be at least 1s, got 10ms")
+
 	r = hk(t, "supervise", "--no-such-flag", "--", "true")
 	require.Equal(t, 125, r.code)
 

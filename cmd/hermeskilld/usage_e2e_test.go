@@ -177,6 +177,14 @@ func TestSuperviseGatewayUsage(t *testing.T) {
 		}
 		assert.NotRegexp(t, `(?m)^  tokens\s+0$`, show.stdout, "never the agent's 0 unlabelled")
 	})
+
+	t.Run("killed by the cost rate", func(t *testing.T) {
+		t.Parallel()
+		r, _, _ := supervise(t, "usage-rate", "--max-cost", "5", "--max-cost-rate", "0.30/1m", "--", python(t), script, "5", "wait")
+		require.NotEqual(t, 0, r.code, r.stderr)
+		assert.Regexp(t, `(?m)^hermeskilld: agent usage-rate killed \(cost_rate: spent \$0\.36 in the last 1m, over the \$0\.30 per minute limit\)`, r.stderr,
+			"the third request of $0.12 is over $0.30 per minute, long before $5")
+	})
 }
 
 // Under the daemon, an agent with no client whose five requests the

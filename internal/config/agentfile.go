@@ -125,8 +125,10 @@ func semanticProblems(a *Agent, set func(key string) bool) []problem {
 // flags win over the file key by key: a check the agent does not have yet
 // is created, and its other keys are kept (--max-rss sets memory.kill and
 // keeps memory.warn). Only a key that holds one value can be set (not
-// labels, env, command or a section). An error is an *Error with Key set
-// and no file.
+// labels, env, command or a section), and a rate check: its kill and its
+// window in one text, AMOUNT/DURATION (a.Set("checks.cost_rate",
+// "0.50/1m") sets cost_rate.kill and cost_rate.per). An error is an *Error
+// with Key set and no file.
 func (a *Agent) Set(key, value string) error {
 	v := reflect.ValueOf(a).Elem()
 	var o options
@@ -154,8 +156,10 @@ func (a *Agent) Set(key, value string) error {
 		v, o = v.Field(f.index), f.opt
 		sc.size = sc.size || o.size
 	}
-	switch v.Kind() {
-	case reflect.Struct, reflect.Pointer, reflect.Map, reflect.Slice:
+	switch {
+	case v.Type() == reflect.TypeFor[*Rate]() || v.Type() == reflect.TypeFor[*CostRate]():
+		return a.setRate(key, value)
+	case v.Kind() == reflect.Struct || v.Kind() == reflect.Pointer || v.Kind() == reflect.Map || v.Kind() == reflect.Slice:
 		return &Error{Key: key, Kind: ErrBadValue, Err: fmt.Errorf("holds more than one value: set its keys one by one")}
 	}
 	n := &yaml.Node{Kind: yaml.ScalarNode, Value: value}
@@ -165,4 +169,17 @@ func (a *Agent) Set(key, value string) error {
 	d := newDecoder("")
 	d.value(n, key, v, o, sc)
 	return d.err()
+}
+
+// setRate sets the rate check at key from AMOUNT/DURATION: its kill and
+// its per, each read as in a file.
+func (a *Agent) setRate(key, value string) error {
+	amount, per, ok := strings.Cut(value, "/")
+	if !ok {
+		return &Error{Key: key, Kind: ErrBadValue, Err: fmt.Errorf("want AMOUNT/DURATION such as 0.50/1m (the kill threshold per window), got %q", value)}
+	}
+	if err := a.Set(key+".kill", amount); err != nil {
+		return err
+	}
+	return a.Set(key+".per", per)
 }

@@ -33,6 +33,12 @@ type Checks struct {
 	ToolLoop    *ToolLoop  `yaml:"tool_loop"`    // {repeats} or a bare number
 	ErrorStreak *Limit     `yaml:"error_streak"` // ERRORs with no progress between
 	Steps       *Limit     `yaml:"steps"`        // the PROGRESS value
+
+	// The rates: what was spent, asked for or counted in the last `per`
+	// (a sliding window), metered with the gateway as tokens and cost are.
+	CostRate     *CostRate `yaml:"cost_rate"`     // USD
+	RequestsRate *Rate     `yaml:"requests_rate"` // LLM requests; usage reports without the gateway
+	TokensRate   *Rate     `yaml:"tokens_rate"`   // tokens
 }
 
 // Sustained is a kernel-sampled threshold that must hold for a while.
@@ -54,6 +60,26 @@ type CostLimit struct {
 	Kill float64 `yaml:"kill"` // 0 = no kill
 }
 
+// Rate is a threshold on a count within a sliding window: what was added
+// in the last Per.
+type Rate struct {
+	Warn int64         `yaml:"warn"` // 0 = no warning
+	Kill int64         `yaml:"kill"` // 0 = no kill
+	Per  time.Duration `yaml:"per"`  // the window; required, at least MinRatePer
+}
+
+// CostRate is a threshold on spend within a sliding window, in USD.
+type CostRate struct {
+	Warn float64       `yaml:"warn"` // 0 = no warning
+	Kill float64       `yaml:"kill"` // 0 = no kill
+	Per  time.Duration `yaml:"per"`  // the window; required, at least MinRatePer
+}
+
+// MinRatePer is the shortest window of a rate check. The window is kept in
+// steps of a sixtieth of it: a rate limits a loop's spend over seconds to
+// hours, not a burst at one instant.
+const MinRatePer = time.Second
+
 // CPUSpin is the CPU spin check.
 type CPUSpin struct {
 	Percent             float64       `yaml:"percent"`               // tree CPU in percent of one CPU (as top shows it; 200 = two CPUs busy)
@@ -70,6 +96,8 @@ var (
 	_ check = (*Sustained)(nil)
 	_ check = (*Limit)(nil)
 	_ check = (*CostLimit)(nil)
+	_ check = (*Rate)(nil)
+	_ check = (*CostRate)(nil)
 	_ check = (*CPUSpin)(nil)
 	_ check = (*ToolLoop)(nil)
 )
@@ -79,6 +107,8 @@ func (l *Limit) active() bool     { return l.Warn != 0 || l.Kill != 0 }
 func (l *CostLimit) active() bool { return l.Warn != 0 || l.Kill != 0 }
 func (s *CPUSpin) active() bool   { return s.Percent != 0 }
 func (t *ToolLoop) active() bool  { return t.Repeats != 0 }
+func (r *Rate) active() bool      { return r.Warn != 0 || r.Kill != 0 }
+func (r *CostRate) active() bool  { return r.Warn != 0 || r.Kill != 0 }
 
 func (s *Sustained) problems(key string, count func(int64) string) []problem {
 	return warnAboveKill(key, s.Warn, s.Kill, count)
@@ -90,6 +120,26 @@ func (l *Limit) problems(key string, count func(int64) string) []problem {
 
 func (l *CostLimit) problems(key string, _ func(int64) string) []problem {
 	return warnAboveKill(key, l.Warn, l.Kill, func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) })
+}
+
+func (r *Rate) problems(key string, count func(int64) string) []problem {
+	return append(perProblems(key, r.Per), warnAboveKill(key, r.Warn, r.Kill, count)...)
+}
+
+func (r *CostRate) problems(key string, _ func(int64) string) []problem {
+	return append(perProblems(key, r.Per), warnAboveKill(key, r.Warn, r.Kill, func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) })...)
+}
+
+// perProblems are those of a rate's window: required, at least MinRatePer.
+// A missing one is located at its check.
+func perProblems(key string, per time.Duration) []problem {
+	switch {
+	case per == 0:
+		return []problem{{key: key + ".per", at: key, kind: ErrMissing, msg: "required: the window the thresholds count over, such as 1m"}}
+	case per < MinRatePer:
+		return []problem{{key: key + ".per", kind: ErrBadValue, msg: fmt.Sprintf("must be at least %s, got %s", FormatDuration(MinRatePer), FormatDuration(per))}}
+	}
+	return nil
 }
 
 func (s *CPUSpin) problems(string, func(int64) string) []problem { return nil }
@@ -118,6 +168,14 @@ func (l *Limit) describe(count func(int64) string) string { return warnKill(l.Wa
 
 func (l *CostLimit) describe(func(int64) string) string {
 	return warnKill(l.Warn, l.Kill, func(v float64) string { return fmt.Sprintf("$%.2f", v) })
+}
+
+func (r *Rate) describe(count func(int64) string) string {
+	return warnKill(r.Warn, r.Kill, count) + " per " + FormatDuration(r.Per)
+}
+
+func (r *CostRate) describe(func(int64) string) string {
+	return warnKill(r.Warn, r.Kill, func(v float64) string { return fmt.Sprintf("$%.2f", v) }) + " per " + FormatDuration(r.Per)
 }
 
 func (s *CPUSpin) describe(func(int64) string) string {

@@ -208,6 +208,9 @@ func TestSchemaKeys(t *testing.T) {
 		"checks.tool_loop", "checks.tool_loop.repeats",
 		"checks.error_streak", "checks.error_streak.warn", "checks.error_streak.kill",
 		"checks.steps", "checks.steps.warn", "checks.steps.kill",
+		"checks.cost_rate", "checks.cost_rate.warn", "checks.cost_rate.kill", "checks.cost_rate.per",
+		"checks.requests_rate", "checks.requests_rate.warn", "checks.requests_rate.kill", "checks.requests_rate.per",
+		"checks.tokens_rate", "checks.tokens_rate.warn", "checks.tokens_rate.kill", "checks.tokens_rate.per",
 		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens",
 		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox",
 	}, schemaKeys(reflect.TypeFor[Agent](), ""))

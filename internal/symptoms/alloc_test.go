@@ -14,8 +14,8 @@ import (
 )
 
 // TestHotPathDoesNotAllocate: a healthy agent's heartbeats, tool calls,
-// declared waits and samples, and the timer's Tick and NextDeadline, cost
-// no allocation.
+// declared waits and samples, its requests through the gateway, and the
+// timer's Tick and NextDeadline, cost no allocation.
 // (Not under -race, which changes what escapes.)
 func TestHotPathDoesNotAllocate(t *testing.T) {
 	start := time.Now()
@@ -55,5 +55,20 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 		require.Zero(t, allocs, name)
 	}
 	_, ok := e.Terminal()
+	require.False(t, ok)
+
+	// With the gateway: a request's arrival, its end and its spend, which
+	// the budgets and the rates' windows count.
+	cfg := typicalConfig()
+	cfg.Metered = true
+	m := New(cfg, start)
+	allocs := testing.AllocsPerRun(1000, func() {
+		now = now.Add(time.Millisecond)
+		m.RequestSent(now)
+		m.ResponseEnded(true, now)
+		m.ObserveMetered(1200, 0.002, true, "gpt-4.1-mini", nil, now)
+	})
+	require.Zero(t, allocs, "a metered request")
+	_, ok = m.Terminal()
 	require.False(t, ok)
 }

@@ -28,6 +28,10 @@ func typicalConfig() Config {
 		ToolLoop:    &config.ToolLoop{Repeats: 5},
 		ErrorStreak: &config.Limit{Warn: 5, Kill: 10},
 		Steps:       &config.Limit{Warn: 1 << 50, Kill: 1 << 51},
+
+		CostRate:     &config.CostRate{Warn: 1e9, Kill: 2e9, Per: time.Minute},
+		RequestsRate: &config.Rate{Warn: 1 << 50, Kill: 1 << 51, Per: time.Minute},
+		TokensRate:   &config.Rate{Warn: 1 << 50, Kill: 1 << 51, Per: time.Minute},
 	}, StopTimeout: 5 * time.Second}
 }
 
@@ -97,5 +101,25 @@ func BenchmarkTimer(b *testing.B) {
 		now = now.Add(time.Microsecond)
 		e.Tick(now)
 		e.NextDeadline()
+	}
+}
+
+// BenchmarkObserveMetered is one request through the gateway: its
+// arrival, its end and its spend (budgets and the rates' windows).
+func BenchmarkObserveMetered(b *testing.B) {
+	start := time.Now()
+	cfg := typicalConfig()
+	cfg.Metered = true
+	e := New(cfg, start)
+	now := start
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Millisecond)
+		e.RequestSent(now)
+		e.ResponseEnded(true, now)
+		e.ObserveMetered(1200, 0.002, true, "gpt-4.1-mini", nil, now)
+	}
+	if s, ok := e.Terminal(); ok {
+		b.Fatalf("a healthy agent was killed: %+v", s)
 	}
 }

@@ -110,6 +110,7 @@ type Engine struct {
 	watchdog time.Duration
 
 	tools   toolHistory
+	rates   rates
 	sustain map[sustainKey]time.Time // when a kernel condition began to hold
 	warned  map[Check]bool
 	fired   map[Check]bool
@@ -130,19 +131,21 @@ func New(cfg Config, start time.Time) *Engine {
 	}
 	e.st.Started = start
 	e.st.LastProgressAt = start
-	e.setConfig(cfg)
+	e.setConfig(cfg, start)
 	return e
 }
 
 // Reconfigure applies new thresholds at once (a live edit of the agent's
 // file). Clocks already running keep their origin: a shorter heartbeat
 // timeout can fire immediately, and so can a budget (tokens, cost, steps,
-// error_streak, tool_loop) that what the agent already reported is over;
+// error_streak, tool_loop) that what the agent already reported is over,
+// and a rate that its window already holds more than (a new per keeps
+// what the old window held, each amount no longer than the new per);
 // kernel checks apply at the next sample. The agent's own WATCHDOG_USEC is
 // kept, clamped to the new bounds. A check turned off forgets its clocks
 // and its warning, so turned on again it starts afresh.
 func (e *Engine) Reconfigure(cfg Config, now time.Time) []Symptom {
-	e.setConfig(cfg)
+	e.setConfig(cfg, now)
 	for k := range e.sustain {
 		if !e.enabled(k.check) {
 			delete(e.sustain, k)
@@ -153,13 +156,14 @@ func (e *Engine) Reconfigure(cfg Config, now time.Time) []Symptom {
 			delete(e.warned, c)
 		}
 	}
-	return append(e.Tick(now), e.reported(now)...)
+	return append(append(e.Tick(now), e.reported(now)...), e.ratesNow(now)...)
 }
 
-func (e *Engine) setConfig(cfg Config) {
+func (e *Engine) setConfig(cfg Config, now time.Time) {
 	e.cfg = cfg
 	e.st.HeartbeatTimeout = e.heartbeatTimeout()
 	e.tools.resize(cfg.ToolLoop)
+	e.rates.resize(cfg.Checks, e.st.Started, now)
 }
 
 // enabled reports whether a threshold check is on in the current config.
@@ -177,6 +181,12 @@ func (e *Engine) enabled(c Check) bool {
 		return e.cfg.Tokens != nil
 	case Cost:
 		return e.cfg.Cost != nil
+	case CostRate:
+		return e.cfg.CostRate != nil
+	case RequestsRate:
+		return e.cfg.RequestsRate != nil
+	case TokensRate:
+		return e.cfg.TokensRate != nil
 	case ErrorStreak:
 		return e.cfg.ErrorStreak != nil
 	case Steps:
@@ -255,20 +265,36 @@ func (e *Engine) Observe(m *heartbeat.Message, now time.Time) []Symptom {
 		e.st.DumpSignal = m.DumpSignal
 	}
 	if m.Has(heartbeat.FieldProgress) {
+		held := e.progressHeld()
 		e.ownProgress()
 		out = append(out, e.progress(m.Progress, now)...)
+		if held {
+			// A request in flight held the progress deadline; the agent's
+			// own counter ends the hold, so a deadline that passed
+			// meanwhile (no increase since) fires now, as at the end of
+			// the flight.
+			out = append(out, e.Tick(now)...)
+		}
 	}
+	var addTokens uint64
+	var addCost float64
 	if m.Has(heartbeat.FieldTokens) {
+		addTokens = m.Tokens - min(e.st.Tokens, m.Tokens)
 		e.st.Tokens = m.Tokens
 		if !e.cfg.Metered {
 			out = append(out, e.budgetInt(Tokens, "tokens", sat(m.Tokens), e.cfg.Tokens, now)...)
 		}
 	}
 	if m.Has(heartbeat.FieldCostUSD) {
+		addCost = max(m.CostUSD-e.st.CostUSD, 0)
 		e.st.CostUSD = m.CostUSD
 		if !e.cfg.Metered {
 			out = append(out, e.cost(now)...)
 		}
+	}
+	if (addTokens > 0 || addCost > 0) && !e.cfg.Metered {
+		out = append(out, e.rateSpent(addTokens, addCost, now)...)
+		out = append(out, e.rateRequest(now)...)
 	}
 	if m.Has(heartbeat.FieldTool) {
 		e.st.ReportedTool = m.Tool

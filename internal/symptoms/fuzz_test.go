@@ -87,7 +87,19 @@ func (r *input) config() Config {
 		c.ToolLoop = &config.ToolLoop{Repeats: int(r.u8() % 6)}
 	}
 	c.MaxExtension = r.dur() * 4 // 0: the default
-	return Config{Checks: c, StopTimeout: r.dur(), Shadow: r.u8()&1 != 0}
+	cfg := Config{Checks: c, StopTimeout: r.dur(), Shadow: r.u8()&1 != 0}
+	on = r.u8()
+	if on&1 != 0 {
+		cfg.CostRate = &config.CostRate{Warn: float64(r.small()) / 4, Kill: float64(r.small()) / 4, Per: time.Second + r.dur()*4}
+	}
+	if on&2 != 0 {
+		cfg.RequestsRate = &config.Rate{Warn: r.small(), Kill: r.small(), Per: time.Second + r.dur()*4}
+	}
+	if on&4 != 0 {
+		cfg.TokensRate = &config.Rate{Warn: r.small() * 10, Kill: r.small() * 10, Per: time.Second + r.dur()*4}
+	}
+	cfg.Metered = on&8 != 0
+	return cfg
 }
 
 func (r *input) message() *heartbeat.Message {

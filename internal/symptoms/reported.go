@@ -127,6 +127,7 @@ func (e *Engine) ObserveMetered(tokens uint64, costUSD float64, priced bool, mod
 	if e.cfg.Metered {
 		out = append(out, e.budgetInt(Tokens, "tokens", sat(e.st.MeteredTokens), e.cfg.Tokens, now)...)
 		out = append(out, e.cost(now)...)
+		out = append(out, e.rateSpent(tokens, costUSD, now)...)
 	}
 	for _, t := range tools {
 		e.st.LastTool = t.Name

@@ -32,8 +32,8 @@ import "time"
 // event ever comes.
 
 // RequestSent applies one request of the run arriving at the gateway at
-// now: a heartbeat (READY if it is the first), and a request in flight
-// until ResponseEnded. Deadlines are evaluated at now first, as in
+// now: a heartbeat (READY if it is the first), a request in flight until
+// ResponseEnded, and one for requests_rate. Deadlines are evaluated at now first, as in
 // Observe: a request sent after its deadline passed does not rescue the
 // agent.
 func (e *Engine) RequestSent(now time.Time) []Symptom {
@@ -44,6 +44,9 @@ func (e *Engine) RequestSent(now time.Time) []Symptom {
 		e.st.Ready, e.st.ReadyAt = true, now
 	}
 	e.beat(now)
+	if e.cfg.Metered {
+		out = append(out, e.rateRequest(now)...)
+	}
 	return out
 }
 

@@ -210,3 +210,17 @@ func TestWireMessages(t *testing.T) {
 	require.Equal(t, "no progress for 5.00s (last step 1, timeout 5s; a step is an answered LLM request)",
 		one(t, e.RequestSent(at(7))).Message)
 }
+
+// An agent's first PROGRESS= ends the hold a request in flight put on the
+// progress deadline: one that passed meanwhile (the counter starts from
+// 0, no increase) fires in the same Observe, and no deadline in the past
+// is left armed.
+func TestWireOwnProgressEndsTheHold(t *testing.T) {
+	e := New(Config{Metered: true, Checks: config.Checks{HeartbeatTimeout: 3 * time.Second, ProgressTimeout: time.Second}}, t0)
+	require.Empty(t, e.RequestSent(t0.Add(100*time.Millisecond)))
+	now := t0.Add(1700 * time.Millisecond)
+	s := one(t, e.Observe(msg(progress(0)), now))
+	require.Equal(t, ProgressTimeout, s.Check)
+	requireTime(t, now, s.At)
+	requireNoDeadline(t, e)
+}
