@@ -178,7 +178,8 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 	}
 	pidfd := -1
 	if rt.pollWait {
-		// Our own pidfd (os.Process keeps a duplicate for signalling).
+		// Our own pidfd, to wait on in the netpoller. os.Process keeps a
+		// duplicate of it, released below: one pidfd per child.
 		sys.PidFD = &pidfd
 	}
 	attr := &os.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: files, Sys: sys}
@@ -195,6 +196,16 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 	runtime.KeepAlive(spec.Foreground)
 
 	proc := &Process{proc: p, pid: p.Pid, started: started, done: make(chan struct{})}
+	if pidfd >= 0 {
+		if f, err := newPidfdFile(pidfd); err == nil {
+			// The child is ours to wait on and signal through this pidfd
+			// alone: os.Process's duplicate goes (Release closes it).
+			_ = p.Release()
+			proc.proc, proc.pidfd = nil, f
+		}
+		// Otherwise (fcntl failed: it closed ours) os.Process waits on
+		// its own, as without PollWait.
+	}
 	if spec.Helper {
 		rt.mu.Lock()
 		rt.helpers[p.Pid] = true
@@ -205,6 +216,6 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 			rt.mu.Unlock()
 		}
 	}
-	go proc.wait(rt.reaper, pidfd)
+	go proc.wait(rt.reaper)
 	return proc, nil
 }
