@@ -208,7 +208,7 @@ func TestSchemaKeys(t *testing.T) {
 		"checks.tool_loop", "checks.tool_loop.repeats",
 		"checks.error_streak", "checks.error_streak.warn", "checks.error_streak.kill",
 		"checks.steps", "checks.steps.warn", "checks.steps.kill",
-		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens",
+		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens", "gateway.upstream_idle_conns",
 		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox",
 	}, schemaKeys(reflect.TypeFor[Agent](), ""))
 	require.Equal(t, []string{
@@ -216,7 +216,7 @@ func TestSchemaKeys(t *testing.T) {
 		"control", "control.read_group", "control.operators_group",
 		"metrics", "metrics.listen", "metrics.agent_label_limit", "signing_key",
 		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox",
-		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens",
+		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens", "gateway.upstream_idle_conns",
 		"containment", "audit", "audit.max_bytes", "audit.keep", "logs", "logs.max_bytes", "logs.keep", "heartbeat_rate", "defaults",
 	}, schemaKeys(reflect.TypeFor[Daemon](), ""))
 }
