@@ -12,11 +12,13 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/hermeskill/hermeskilld/internal/connlimit"
+	"github.com/hermeskill/hermeskilld/internal/fdbudget"
 )
 
 // Limits and timeouts of the server.
@@ -77,6 +79,8 @@ type Server struct {
 	sock    *socketFile
 	closed  bool
 	serving bool
+
+	exhaustedLog atomic.Int64 // when an accept short of descriptors was last logged, Unix nanoseconds
 
 	closeOnce sync.Once
 	done      chan struct{} // closed once Close has finished
@@ -226,6 +230,23 @@ func (s *Server) bound(ln net.Listener) net.Listener {
 		OnRefuse: func(peer string, perPeer bool, refused uint64) {
 			s.log.Warn("control connection refused, too many open", zap.String("uid", peer), zap.Bool("per_user", perPeer),
 				zap.Uint64("refused", refused))
+		},
+		// Out of descriptors, the socket still accepts on its reserve:
+		// ps, kill and estop keep working while the daemon is short.
+		Reserve: fdbudget.ControlReserve,
+		OnExhausted: func(err error, served bool, failures uint64) {
+			fdbudget.Shortage(fdbudget.ControlAccept)
+			now, last := time.Now().UnixNano(), s.exhaustedLog.Load()
+			if now-last < int64(time.Second) || !s.exhaustedLog.CompareAndSwap(last, now) {
+				return
+			}
+			if served {
+				s.log.Error("control socket out of descriptors; connection accepted on its reserve (raise LimitNOFILE=)",
+					zap.Error(err), zap.Uint64("failures", failures))
+			} else {
+				s.log.Error("control socket out of descriptors and its reserve is lent; connections wait (raise LimitNOFILE=)",
+					zap.Error(err), zap.Uint64("failures", failures))
+			}
 		},
 	})
 	total, perUser := l.Limits()
