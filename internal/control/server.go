@@ -254,6 +254,19 @@ func (s *Server) bound(ln net.Listener) net.Listener {
 	return l
 }
 
+// Limits are the connection bounds the socket is served with
+// (ServerOptions.MaxConns and MaxConnsPerUser, or connlimit.Bounds).
+func (s *Server) Limits() (total, perUser int) {
+	total, perUser = connlimit.Bounds()
+	if s.o.MaxConns > 0 {
+		total = s.o.MaxConns
+	}
+	if s.o.MaxConnsPerUser > 0 {
+		perUser = s.o.MaxConnsPerUser
+	}
+	return total, min(perUser, total)
+}
+
 // Close stops the server: request contexts are cancelled (event streams
 // end; kills go on in the daemon), requests get shutdownGrace to finish,
 // the socket is removed if it is still ours and its lock released. It is
