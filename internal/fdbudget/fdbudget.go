@@ -143,14 +143,13 @@ func thousands(n int) string {
 // Where a shortage happened: the label values of the shortage metric.
 const (
 	ControlAccept = "control_accept" // the control socket could not accept (EMFILE, ENFILE)
-	Sampler       = "sampler"        // a kernel check's sample could not be taken
 	AgentRefused  = "agent_refused"  // an agent was refused by the budget
 )
 
 // Wheres are the shortage places, in the order they are exported.
-var Wheres = []string{AgentRefused, ControlAccept, Sampler}
+var Wheres = []string{AgentRefused, ControlAccept}
 
-var shortages [3]atomic.Uint64
+var shortages [2]atomic.Uint64
 
 // Shortage counts one shortage at where (one of Wheres).
 func Shortage(where string) {

@@ -114,7 +114,7 @@ var (
 	famRejected  = family{namespace + "_outbox_rejected_total", "counter",
 		"Certificates not queued for delivery because the outbox was full."}
 	famShortages = family{namespace + "_descriptor_shortages_total", "counter",
-		"Descriptor shortages of hermeskilld, by where: agent_refused (the descriptor budget refused an agent), control_accept (the control socket could not accept), sampler (a kernel check's sample could not be taken)."}
+		"Descriptor shortages of hermeskilld, by where: agent_refused (the descriptor budget refused an agent), control_accept (the control socket could not accept)."}
 	famAuditLost = family{namespace + "_audit_events_lost_total", "counter",
 		"Events missing from the audit log, by reason: write_failed (the append failed) or queue_full."}
 )
