@@ -20,11 +20,12 @@ import (
 
 // Runtime starts and reaps children. There is one per process.
 type Runtime struct {
-	reaper   *reaper
-	pid1     bool
-	pollWait bool
-	fs       procfs.FS
-	scans    *scanner
+	reaper       *reaper
+	pid1         bool
+	pollWait     bool
+	samplerFiles int
+	fs           procfs.FS
+	scans        *scanner
 
 	mu      sync.Mutex
 	helpers map[int]bool // live children started with Spec.Helper
@@ -39,6 +40,12 @@ type Options struct {
 	// child (the daemon, with hundreds of agents), at the price of a
 	// netpoller wake-up (a fraction of a millisecond) before the reap.
 	PollWait bool
+	// SamplerFiles bounds the /proc/PID/stat files each tree's kernel
+	// checks keep open between samples (procfs.NewSampler); 0 means
+	// procfs.DefaultSamplerFiles. A daemon of many agents keeps a few
+	// per agent, so that what an agent holds is bounded (its descriptor
+	// budget).
+	SamplerFiles int
 }
 
 // NewRuntime makes this process a child subreaper (prctl(2)
@@ -54,7 +61,7 @@ func NewRuntime(opts Options) (*Runtime, error) {
 	_ = fdreserve.Hold()
 	fs := procfs.Default()
 	return &Runtime{reaper: newReaper(opts.OnOrphan), pid1: os.Getpid() == 1, pollWait: opts.PollWait,
-		fs: fs, scans: newScanner(fs), helpers: make(map[int]bool)}, nil
+		samplerFiles: opts.SamplerFiles, fs: fs, scans: newScanner(fs), helpers: make(map[int]bool)}, nil
 }
 
 // Close stops the reaper (once; later calls return at once). Children
