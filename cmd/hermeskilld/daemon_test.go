@@ -34,6 +34,9 @@ type daemonUnderTest struct {
 	lifetime            time.Duration // how long it may run; 0: 90 s
 	cmd                 *exec.Cmd
 	log                 *os.File
+	// limits, when set, are the shell commands (ulimit) the daemon is
+	// started after ("ulimit -Sn 256 && ulimit -Hn 512").
+	limits string
 }
 
 // startDaemon writes a daemon file (extra YAML appended) and starts the
@@ -74,6 +77,9 @@ func (d *daemonUnderTest) start() {
 		lifetime = 90 * time.Second
 	}
 	d.cmd = hkCmdFor(t, lifetime, "daemon", "--config", d.config, "--log-format", "console", "--log-level", "debug")
+	if d.limits != "" {
+		d.cmd.Path, d.cmd.Args = "/bin/sh", append([]string{"sh", "-c", d.limits + ` && exec "$@"`, "sh"}, d.cmd.Args...)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = log, log
 	require.NoError(t, d.cmd.Start())
 	require.Eventually(t, func() bool { _, err := os.Stat(d.sock); return err == nil }, 30*time.Second, 10*time.Millisecond,

@@ -4,15 +4,20 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hermeskill/hermeskilld/internal/certs"
+	"github.com/hermeskill/hermeskilld/internal/control"
 )
 
 // floodAgent floods its LLM gateway with idle connections from four
@@ -133,4 +138,65 @@ func floodCounts(t *testing.T, stdout string) (held, refused int) {
 		held, refused = held+h, refused+r
 	}
 	return held, refused
+}
+
+// A daemon under a low descriptor limit (hard 512, soft 256, which Go
+// raises to 511 for the daemon alone) given more agents than its budget
+// holds: those beyond it are refused with the figure, the others run with
+// the soft limit they were started under, and the control socket answers
+// ps and kill. Nothing ran out of descriptors.
+func TestDaemonDescriptorBudget(t *testing.T) {
+	t.Parallel()
+	const agents = 30
+	root := shortTemp(t)
+	d := &daemonUnderTest{t: t, root: root, agents: filepath.Join(root, "agents"), state: filepath.Join(root, "state"),
+		sock: filepath.Join(root, "run", "control.sock"), config: filepath.Join(root, "hk.yaml"), limits: "ulimit -Sn 256 && ulimit -Hn 512"}
+	require.NoError(t, os.MkdirAll(d.agents, 0o755))
+	for i := range agents {
+		require.NoError(t, os.WriteFile(filepath.Join(d.agents, fmt.Sprintf("b%02d.yaml", i)), []byte(fmt.Sprintf(
+			"id: b%02d\ncommand: [sleep, \"600\"]\nescalation: {coop_grace: 100ms, term_grace: 1s}\nchecks: {memory: {kill: 1GiB}, procs: {kill: 100}}\n", i)), 0o644))
+	}
+	cfg := fmt.Sprintf("state_dir: %s\nruntime_dir: %s\nagents_dir: %s\n", d.state, filepath.Join(root, "run"), d.agents)
+	require.NoError(t, os.WriteFile(d.config, []byte(cfg), 0o644))
+	d.start()
+	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+
+	var byID map[string]control.AgentInfo
+	running, refused := 0, 0
+	refusal := regexp.MustCompile(`descriptor budget: [\d,]+ of 511 in use; an agent needs (\d+); raise LimitNOFILE=`)
+	require.Eventually(t, func() bool {
+		byID = d.agentsByID()
+		running, refused = 0, 0
+		for _, a := range byID {
+			switch {
+			case a.State == "running" && a.PID > 0:
+				running++
+			case a.State == control.StateInvalid && refusal.MatchString(a.Note):
+				refused++
+			}
+		}
+		return running+refused == agents
+	}, 60*time.Second, 100*time.Millisecond, "ps: %v", byID)
+	require.Positive(t, running)
+	require.Positive(t, refused, "every agent fit: the budget refused none")
+	t.Logf("FIGURE descriptor budget at a limit of 511: %d agents running, %d refused", running, refused)
+
+	// The agents got the soft limit the daemon was started under.
+	for _, a := range byID {
+		if a.PID > 0 {
+			limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", a.PID))
+			require.NoError(t, err)
+			assert.Regexp(t, `Max open files\s+256\s+512`, string(limits), "agent %s", a.ID)
+			break
+		}
+	}
+	// The control socket answers a kill; nothing ran out of descriptors.
+	for id, a := range byID {
+		if a.State == "running" {
+			r := d.ctl("kill", id, "--reason", "budget test")
+			require.Zero(t, r.code, "kill: %s %s", r.stdout, r.stderr)
+			break
+		}
+	}
+	assert.NotContains(t, d.logText(), "too many open files")
 }

@@ -106,6 +106,10 @@ type Gateway struct {
 	// (max_tokens and the like) is reserved against the budget (default
 	// 4096).
 	DefaultMaxOutputTokens int64 `yaml:"default_max_output_tokens"`
+	// UpstreamIdleConns bounds the idle upstream connections kept for
+	// reuse, per upstream and in total (default: the gateway's bound on
+	// the agents' connections, the concurrency it admits).
+	UpstreamIdleConns int `yaml:"upstream_idle_conns"`
 }
 
 // On reports whether the gateway is configured.

@@ -211,7 +211,7 @@ func TestSchemaKeys(t *testing.T) {
 		"checks.cost_rate", "checks.cost_rate.warn", "checks.cost_rate.kill", "checks.cost_rate.per",
 		"checks.requests_rate", "checks.requests_rate.warn", "checks.requests_rate.kill", "checks.requests_rate.per",
 		"checks.tokens_rate", "checks.tokens_rate.warn", "checks.tokens_rate.kill", "checks.tokens_rate.per",
-		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens",
+		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens", "gateway.upstream_idle_conns",
 		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox",
 	}, schemaKeys(reflect.TypeFor[Agent](), ""))
 	require.Equal(t, []string{
@@ -219,7 +219,7 @@ func TestSchemaKeys(t *testing.T) {
 		"control", "control.read_group", "control.operators_group",
 		"metrics", "metrics.listen", "metrics.agent_label_limit", "signing_key",
 		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox",
-		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens",
+		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens", "gateway.upstream_idle_conns",
 		"containment", "audit", "audit.max_bytes", "audit.keep", "logs", "logs.max_bytes", "logs.keep", "heartbeat_rate", "defaults",
 	}, schemaKeys(reflect.TypeFor[Daemon](), ""))
 }

@@ -14,6 +14,7 @@
 package connlimit
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -56,6 +57,19 @@ type Options struct {
 	// the control socket: an operator is never locked out by others'
 	// connections); their own PerPeer still does.
 	Exempt func(peer string) bool
+	// Reserve is how many descriptors (of /dev/null) the listener holds
+	// for its own accepts: when accept(2) fails for want of descriptors
+	// (EMFILE, ENFILE), one is given back to the kernel and the accept
+	// tried again, so that the connection is served even with the
+	// process's table full (the control socket: an operator can still
+	// list and kill). A connection accepted so takes its descriptor back
+	// into the reserve when it closes.
+	Reserve int
+	// OnExhausted, when set, learns of every accept that failed for want
+	// of descriptors, on the accepting goroutine (it must be quick; a log
+	// of it is the caller's to rate-limit): the error, whether the reserve
+	// let the accept go on, and how many such failures there were.
+	OnExhausted func(err error, served bool, failures uint64)
 }
 
 // Listener is a net.Listener whose Accept returns only connections within
@@ -70,6 +84,12 @@ type Listener struct {
 
 	refused  atomic.Uint64
 	reported atomic.Int64 // when OnRefuse was last called, Unix nanoseconds
+
+	// reserve holds Options.Reserve descriptors while they are not lent
+	// to a connection accepted on them (under mu).
+	reserve   []int
+	closed    bool // no refill after Close (under mu)
+	exhausted atomic.Uint64
 	// answering holds a token for each refusal being answered.
 	answering chan struct{}
 	answers   sync.WaitGroup
@@ -84,7 +104,60 @@ func Wrap(ln net.Listener, o Options) *Listener {
 	if o.PerPeer <= 0 {
 		o.PerPeer = min(perPeer, o.Total)
 	}
-	return &Listener{Listener: ln, o: o, byPeer: map[string]int{}, answering: make(chan struct{}, refusing)}
+	l := &Listener{Listener: ln, o: o, byPeer: map[string]int{}, answering: make(chan struct{}, refusing)}
+	l.refill()
+	return l
+}
+
+// refill tops the reserve up to Options.Reserve, as far as descriptors
+// allow (close on exec: no child inherits them).
+func (l *Listener) refill() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for !l.closed && len(l.reserve) < l.o.Reserve {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return
+		}
+		l.reserve = append(l.reserve, fd)
+	}
+}
+
+// Reserved is how many descriptors the listener holds in reserve now.
+func (l *Listener) Reserved() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.reserve)
+}
+
+// Exhausted is how many accepts failed for want of descriptors.
+func (l *Listener) Exhausted() uint64 { return l.exhausted.Load() }
+
+// acceptOnReserve is Accept after accept(2) failed with err for want of
+// descriptors: it gives one reserved descriptor back and accepts again.
+// lent reports whether the connection holds a reserved one.
+func (l *Listener) acceptOnReserve(err error) (c net.Conn, lent bool, _ error) {
+	n := l.exhausted.Add(1)
+	l.mu.Lock()
+	fd := -1
+	if k := len(l.reserve); k > 0 {
+		fd, l.reserve = l.reserve[k-1], l.reserve[:k-1]
+	}
+	l.mu.Unlock()
+	if fd >= 0 {
+		unix.Close(fd)
+		c, err = l.Listener.Accept()
+		if err != nil {
+			l.refill() // not lent after all (another thread took the descriptor, say)
+		}
+	}
+	if l.o.OnExhausted != nil {
+		l.o.OnExhausted(err, c != nil, n)
+	}
+	if c == nil {
+		return nil, false, err
+	}
+	return c, true, nil
 }
 
 // Bounds are the default bounds: a quarter of the descriptor limit in
@@ -120,6 +193,10 @@ func (l *Listener) Open() int {
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
+		lent := false
+		if err != nil && l.o.Reserve > 0 && exhausted(err) {
+			c, lent, err = l.acceptOnReserve(err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -136,10 +213,13 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.open++
 			l.byPeer[peer]++
 			l.mu.Unlock()
-			return &conn{Conn: c, l: l, peer: peer}, nil
+			return &conn{Conn: c, l: l, peer: peer, lent: lent}, nil
 		}
 		l.mu.Unlock()
 		l.refuse(c, peer, perPeer && !over)
+		if lent {
+			l.refill()
+		}
 	}
 }
 
@@ -169,12 +249,24 @@ func (l *Listener) refuse(c net.Conn, peer string, perPeer bool) {
 	}()
 }
 
-// Close closes the listener and waits for the refusals being answered
-// (each ends within refuseWait and a write).
+// Close closes the listener, waits for the refusals being answered (each
+// ends within refuseWait and a write) and gives its reserve back.
 func (l *Listener) Close() error {
 	err := l.Listener.Close()
 	l.answers.Wait()
+	l.mu.Lock()
+	for _, fd := range l.reserve {
+		unix.Close(fd)
+	}
+	l.reserve, l.closed = nil, true
+	l.mu.Unlock()
 	return err
+}
+
+// exhausted reports whether err says the process or the system is out of
+// descriptors.
+func exhausted(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)
 }
 
 // answer writes msg to c once the client has said something (or the wait
@@ -219,12 +311,18 @@ type conn struct {
 	net.Conn
 	l    *Listener
 	peer string
+	lent bool // accepted on a reserved descriptor: it goes back at close
 	once sync.Once
 }
 
 func (c *conn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c.peer) })
+	c.once.Do(func() {
+		c.l.release(c.peer)
+		if c.lent {
+			c.l.refill()
+		}
+	})
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -198,4 +200,80 @@ func TestSilentRefusals(t *testing.T) {
 	assert.Positive(t, answered)
 	assert.LessOrEqual(t, answered, 2*refusing, "more silent connections were held than the bound")
 	assert.LessOrEqual(t, reports.Load(), int32(2), "the refusals were reported more than once a second")
+}
+
+// With the process's descriptor table full, a listener with a reserve
+// still accepts: accept(2) fails with EMFILE, one reserved descriptor goes
+// back to the kernel, the accept is tried again and the connection is
+// served; its close takes the descriptor back into the reserve. Without a
+// reserve the accept fails as the kernel says.
+func TestReserveAcceptsWhenOutOfDescriptors(t *testing.T) {
+	var failures atomic.Uint64
+	var served atomic.Bool
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := Wrap(ln, Options{Total: 8, PerPeer: 8, Reserve: 1, OnExhausted: func(err error, ok bool, n uint64) {
+		served.Store(ok)
+		failures.Store(n)
+	}})
+	defer l.Close()
+	require.Equal(t, 1, l.Reserved())
+	plain, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer plain.Close()
+	// Both clients connect first: their sockets are descriptors too.
+	client, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer client.Close()
+	other, err := net.Dial("tcp", plain.Addr().String())
+	require.NoError(t, err)
+	defer other.Close()
+
+	unfill := fillDescriptors(t)
+	c, err := l.Accept()
+	_, perr := plain.Accept()
+	unfill()
+	require.NoError(t, err, "the reserve let the accept go on")
+	require.ErrorIs(t, perr, unix.EMFILE, "without a reserve")
+	assert.Equal(t, uint64(1), l.Exhausted())
+	assert.Equal(t, uint64(1), failures.Load())
+	assert.True(t, served.Load())
+	assert.Zero(t, l.Reserved(), "the reserved descriptor is the connection's")
+	_, err = client.Write([]byte("x"))
+	require.NoError(t, err)
+	buf := make([]byte, 1)
+	_, err = c.Read(buf)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	assert.Equal(t, 1, l.Reserved(), "the close took the descriptor back")
+}
+
+// fillDescriptors opens /dev/null until the process has no descriptor
+// left under a soft limit lowered to a few above what is open (so that
+// the fill is quick), and returns what undoes both.
+func fillDescriptors(t *testing.T) func() {
+	t.Helper()
+	var old unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &old))
+	open, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	low := old
+	low.Cur = uint64(len(open) + 64)
+	require.NoError(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &low))
+	var fds []int
+	for {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			require.ErrorIs(t, err, unix.EMFILE)
+			break
+		}
+		fds = append(fds, fd)
+	}
+	return func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		fds = nil
+		require.NoError(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &old))
+	}
 }

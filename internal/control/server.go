@@ -12,11 +12,13 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/hermeskill/hermeskilld/internal/connlimit"
+	"github.com/hermeskill/hermeskilld/internal/fdbudget"
 )
 
 // Limits and timeouts of the server.
@@ -77,6 +79,8 @@ type Server struct {
 	sock    *socketFile
 	closed  bool
 	serving bool
+
+	exhaustedLog atomic.Int64 // when an accept short of descriptors was last logged, Unix nanoseconds
 
 	closeOnce sync.Once
 	done      chan struct{} // closed once Close has finished
@@ -227,10 +231,40 @@ func (s *Server) bound(ln net.Listener) net.Listener {
 			s.log.Warn("control connection refused, too many open", zap.String("uid", peer), zap.Bool("per_user", perPeer),
 				zap.Uint64("refused", refused))
 		},
+		// Out of descriptors, the socket still accepts on its reserve:
+		// ps, kill and estop keep working while the daemon is short.
+		Reserve: fdbudget.ControlReserve,
+		OnExhausted: func(err error, served bool, failures uint64) {
+			fdbudget.Shortage(fdbudget.ControlAccept)
+			now, last := time.Now().UnixNano(), s.exhaustedLog.Load()
+			if now-last < int64(time.Second) || !s.exhaustedLog.CompareAndSwap(last, now) {
+				return
+			}
+			if served {
+				s.log.Error("control socket out of descriptors; connection accepted on its reserve (raise LimitNOFILE=)",
+					zap.Error(err), zap.Uint64("failures", failures))
+			} else {
+				s.log.Error("control socket out of descriptors and its reserve is lent; connections wait (raise LimitNOFILE=)",
+					zap.Error(err), zap.Uint64("failures", failures))
+			}
+		},
 	})
 	total, perUser := l.Limits()
 	s.log.Debug("control connection bounds", zap.Int("total", total), zap.Int("per_user", perUser))
 	return l
+}
+
+// Limits are the connection bounds the socket is served with
+// (ServerOptions.MaxConns and MaxConnsPerUser, or connlimit.Bounds).
+func (s *Server) Limits() (total, perUser int) {
+	total, perUser = connlimit.Bounds()
+	if s.o.MaxConns > 0 {
+		total = s.o.MaxConns
+	}
+	if s.o.MaxConnsPerUser > 0 {
+		perUser = s.o.MaxConnsPerUser
+	}
+	return total, min(perUser, total)
 }
 
 // Close stops the server: request contexts are cancelled (event streams

@@ -98,6 +98,9 @@ func (d *Daemon) applyFile(path string) {
 	if err == nil {
 		err = d.claimID(path, a.ID)
 	}
+	if err == nil {
+		err = d.admit(path, a.ID)
+	}
 	if err != nil {
 		d.fileInvalid(path, err)
 		return

@@ -25,6 +25,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/audit"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/fdbudget"
 	"github.com/hermeskill/hermeskilld/internal/host"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/pkg/client"
@@ -63,6 +64,9 @@ type Daemon struct {
 	// sets it; nil (the tests' fake runs, whose commands do not exist)
 	// checks nothing.
 	hostCheck func(a *config.Agent, data []byte) error
+
+	// budget is the descriptor accounting (budget.go), set by Run.
+	budget fdbudget.Budget
 
 	mu      sync.Mutex
 	cfg     *config.Daemon
@@ -214,7 +218,9 @@ func (d *Daemon) Run(ctx context.Context, services ...Service) error {
 	if _, err := os.Stat(d.estopFile); err == nil {
 		d.estopFromFile()
 	}
+	d.budget = d.descriptorBudget(srv)
 	d.scanAgents(true)
+	d.logBudget()
 	d.systemd.Ready()
 	d.notifyStatus()
 	if d.o.OnReady != nil {

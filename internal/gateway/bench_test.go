@@ -5,12 +5,20 @@ package gateway_test
 
 import (
 	"bufio"
+	"cmp"
+	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,4 +234,125 @@ func holdStreams(b *testing.B, viaGateway bool) holding {
 		bytes:      float64(int64(memDuring)-int64(memBefore)) / heldStreams,
 		goroutines: float64(gDuring-gBefore) / heldStreams,
 	}
+}
+
+// BenchmarkUpstreamChurn sends non-streamed completions from c agents at
+// once (each on a keep-alive connection of its own, as agents are) through
+// the gateway and, for comparison, through a bare httputil.ReverseProxy on
+// the gateway's upstream transport with the same pool bound; the pool
+// bound is the gateway's default (its connection bound, the concurrency
+// it admits) or 64 (the fixed bound it had before). Reported per path:
+// the connections the fake upstream accepted per second once warm
+// (new-conns/s: with a pool smaller than c, most requests open one) and
+// requests per second.
+func BenchmarkUpstreamChurn(b *testing.B) {
+	for _, c := range []int{64, 256, 1024} {
+		for _, pool := range []int{0, 64} {
+			name := fmt.Sprintf("c=%d/pool=%d", c, pool)
+			if pool == 0 {
+				name = fmt.Sprintf("c=%d/pool=default", c)
+			}
+			for _, path := range []string{"gateway", "bare-proxy"} {
+				b.Run(name+"/"+path, func(b *testing.B) { churn(b, c, pool, path == "gateway") })
+			}
+		}
+	}
+}
+
+func churn(b *testing.B, c, pool int, viaGateway bool) {
+	var accepted atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, chatCompletion)
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			accepted.Add(1)
+		}
+	}
+	up.Start()
+	defer up.Close()
+	// Bounds above c, so that no agent connection is refused.
+	cfg := gateway.Config{Upstreams: []gateway.Upstream{{Name: "openai", URL: up.URL + "/v1", Style: gateway.OpenAI}},
+		Log: zap.NewNop(), MaxConns: 2 * c, MaxConnsPerUser: 2 * c, UpstreamIdleConns: pool}
+	gw, err := gateway.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- gw.Serve(ctx) }()
+	defer func() { cancel(); <-served; _ = gw.Close() }()
+	gr := gw.Grant("agent-1", discard{})
+	defer gr.Close()
+	vars := map[string]string{}
+	for _, kv := range gr.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	url, auth := vars["OPENAI_BASE_URL"]+"/chat/completions", vars["OPENAI_API_KEY"]
+	if !viaGateway {
+		cfg.UpstreamIdleConns = cmp.Or(pool, 2*c) // the gateway's default: its connection bound
+		target, _ := neturl.Parse(up.URL)
+		tr := gateway.NewTransport(cfg)
+		defer tr.CloseIdleConnections()
+		proxy := httptest.NewServer(&httputil.ReverseProxy{Transport: tr, Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.URL.Path = "/v1/chat/completions"
+		}})
+		defer proxy.Close()
+		url = proxy.URL + "/chat/completions"
+	}
+	agents := &http.Transport{MaxIdleConns: 2 * c, MaxIdleConnsPerHost: 2 * c}
+	defer agents.CloseIdleConnections()
+	client := &http.Client{Transport: agents}
+	body := `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hello"}]}`
+	send := func() error {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+auth)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	// c agents at once, n requests each.
+	run := func(n int) error {
+		var wg sync.WaitGroup
+		errs := make(chan error, c)
+		for range c {
+			wg.Go(func() {
+				for range n {
+					if err := send(); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		return <-errs
+	}
+	if err := run(4); err != nil { // warm: every agent connection and the pool
+		b.Fatal(err)
+	}
+	before := accepted.Load()
+	b.ResetTimer()
+	start := time.Now()
+	per := max(b.N/c, 1)
+	if err := run(per); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start).Seconds()
+	b.StopTimer()
+	b.ReportMetric(float64(accepted.Load()-before)/elapsed, "new-conns/s")
+	b.ReportMetric(float64(per*c)/elapsed, "req/s")
 }

@@ -16,7 +16,8 @@ import (
 // name is given in key_files. It does not serve yet. A key file for no
 // upstream is an error, as is a bad upstream, key or price file.
 func FromConfig(c config.Gateway, log *zap.Logger) (*Gateway, error) {
-	cfg := Config{Listen: c.Listen, Log: log, DefaultMaxOutputTokens: c.DefaultMaxOutputTokens}
+	cfg := Config{Listen: c.Listen, Log: log, DefaultMaxOutputTokens: c.DefaultMaxOutputTokens,
+		UpstreamIdleConns: c.UpstreamIdleConns}
 	names := map[string]bool{}
 	for _, s := range c.Upstreams {
 		u, err := ParseUpstream(s)

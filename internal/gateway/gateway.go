@@ -81,6 +81,14 @@ type Config struct {
 	// socket); a connection over either is answered 503 and closed.
 	// Zero: connlimit.Bounds, from the descriptor limit.
 	MaxConns, MaxConnsPerUser int
+	// UpstreamIdleConns bounds the idle connections to the upstreams kept
+	// for reuse, per upstream host and in total. Zero: MaxConns (as
+	// resolved), the most requests the agents can have in flight at once
+	// (each agent connection carries one at a time), so that the pool
+	// never closes a connection a request at that concurrency is about to
+	// need: below it the upstream sees no new connection (no new TLS
+	// handshake) once the pool is warm.
+	UpstreamIdleConns int
 }
 
 func (c *Config) setDefaults() {
@@ -121,7 +129,7 @@ func (c *Config) setDefaults() {
 type Gateway struct {
 	cfg       Config
 	log       *zap.Logger
-	ln        net.Listener
+	ln        *connlimit.Listener
 	srv       *http.Server
 	transport *http.Transport
 	upstreams map[string]*upstream
@@ -193,19 +201,11 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("llm gateway: %w", err)
 	}
 	g.ln = g.bound(ln)
-	g.ctx, g.stop = context.WithCancelCause(context.Background())
-	g.transport = &http.Transport{
-		Proxy:                  http.ProxyFromEnvironment,
-		DialContext:            (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:      true,
-		TLSHandshakeTimeout:    10 * time.Second,
-		ResponseHeaderTimeout:  cfg.UpstreamHeaderTimeout,
-		ExpectContinueTimeout:  time.Second,
-		MaxIdleConns:           256,
-		MaxIdleConnsPerHost:    64,
-		IdleConnTimeout:        90 * time.Second,
-		MaxResponseHeaderBytes: 1 << 20,
+	if cfg.UpstreamIdleConns <= 0 {
+		g.cfg.UpstreamIdleConns, _ = g.ln.Limits()
 	}
+	g.ctx, g.stop = context.WithCancelCause(context.Background())
+	g.transport = newTransport(g.cfg)
 	g.srv = &http.Server{
 		Handler:           http.HandlerFunc(g.serveHTTP),
 		ReadHeaderTimeout: cfg.RequestTimeout,
@@ -219,6 +219,33 @@ func New(cfg Config) (*Gateway, error) {
 	g.srv.RegisterOnShutdown(g.closeFresh)
 	return g, nil
 }
+
+// newTransport is the gateway's client of its upstreams.
+func newTransport(cfg Config) *http.Transport {
+	return &http.Transport{
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ResponseHeaderTimeout:  cfg.UpstreamHeaderTimeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxIdleConns:           cfg.UpstreamIdleConns,
+		MaxIdleConnsPerHost:    cfg.UpstreamIdleConns,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: 1 << 20,
+	}
+}
+
+// UpstreamIdleConns is the bound of the upstream pool in force
+// (Config.UpstreamIdleConns as resolved).
+func (g *Gateway) UpstreamIdleConns() int { return g.cfg.UpstreamIdleConns }
+
+// Limits are the connection bounds in force (Config.MaxConns and
+// MaxConnsPerUser as resolved).
+func (g *Gateway) Limits() (total, perUser int) { return g.ln.Limits() }
+
+// Upstreams is how many upstreams are configured.
+func (g *Gateway) Upstreams() int { return len(g.upstreams) }
 
 // connState keeps the fresh connections.
 func (g *Gateway) connState(c net.Conn, s http.ConnState) {

@@ -32,6 +32,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/containment"
+	"github.com/hermeskill/hermeskilld/internal/fdbudget"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/keeper"
@@ -249,15 +250,15 @@ func Open(o Options) (_ *Host, err error) {
 // openProcesses chooses the containment and opens the runtime and the
 // keeper.
 func (h *Host) openProcesses() error {
-	aud, wait := containment.Terminal, false
+	aud, wait, samplerFiles := containment.Terminal, false, 0
 	if h.o.Kind == Many {
-		aud, wait = containment.Service, true
+		aud, wait, samplerFiles = containment.Service, true, fdbudget.SamplerFiles
 	}
 	var err error
 	if h.Cgroups, err = containment.Choose(h.o.Containment, h.log, aud); err != nil {
 		return &Error{Containment, err}
 	}
-	if h.Runtime, err = procsup.NewRuntime(procsup.Options{PollWait: wait}); err != nil {
+	if h.Runtime, err = procsup.NewRuntime(procsup.Options{PollWait: wait, SamplerFiles: samplerFiles}); err != nil {
 		return &Error{Runtime, err}
 	}
 	// As the init of a PID namespace (a container's entrypoint) no keeper

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermeskill/hermeskilld/internal/fdbudget"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 )
@@ -112,6 +113,8 @@ var (
 	famFailures  = family{namespace + "_outbox_failures_total", "counter", "Failed delivery attempts (retried or parked)."}
 	famRejected  = family{namespace + "_outbox_rejected_total", "counter",
 		"Certificates not queued for delivery because the outbox was full."}
+	famShortages = family{namespace + "_descriptor_shortages_total", "counter",
+		"Descriptor shortages of hermeskilld, by where: agent_refused (the descriptor budget refused an agent), control_accept (the control socket could not accept)."}
 	famAuditLost = family{namespace + "_audit_events_lost_total", "counter",
 		"Events missing from the audit log, by reason: write_failed (the append failed) or queue_full."}
 )
@@ -146,6 +149,11 @@ func (c *stateCollector) write(e *expo) {
 		ob = &copied
 	}
 	c.mu.Unlock()
+
+	e.begin(famShortages)
+	for _, w := range fdbudget.Wheres {
+		e.sample(famShortages.name, float64(fdbudget.Shortages(w)), "where", w)
+	}
 
 	if audit != nil {
 		failed, dropped := audit()

@@ -13,24 +13,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errNoPidfd: the kernel gave no pidfd for the child.
-var errNoPidfd = errors.New("no pidfd")
-
 // waitPidfd waits for the child behind pidfd to exit and reaps it. A
 // pidfd becomes readable when its process exits (pidfd_open(2)), so the
 // wait is a netpoller registration, not a thread blocked in waitid(2);
 // the reap is waitid(P_PIDFD, WNOHANG), which — unlike waitid(P_ALL) —
-// cannot take any other child's status. It closes pidfd.
-func waitPidfd(pidfd int) (ExitStatus, error) {
-	if pidfd < 0 {
-		return ExitStatus{}, errNoPidfd
-	}
-	if err := unix.SetNonblock(pidfd, true); err != nil {
-		unix.Close(pidfd)
-		return ExitStatus{}, os.NewSyscallError("fcntl O_NONBLOCK", err)
-	}
-	f := os.NewFile(uintptr(pidfd), "pidfd")
-	defer f.Close()
+// cannot take any other child's status. f is the pidfd, made by
+// newPidfdFile; the caller closes it.
+func waitPidfd(f *os.File) (ExitStatus, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return ExitStatus{}, err
@@ -63,6 +52,40 @@ func waitPidfd(pidfd int) (ExitStatus, error) {
 		return ExitStatus{}, os.NewSyscallError("waitid P_PIDFD", werr)
 	}
 	return exitStatus(&info, &rusage), nil
+}
+
+// newPidfdFile makes the File of a pidfd, non-blocking so that waitPidfd
+// waits in the netpoller. On error the pidfd is closed.
+func newPidfdFile(pidfd int) (*os.File, error) {
+	if err := unix.SetNonblock(pidfd, true); err != nil {
+		unix.Close(pidfd)
+		return nil, os.NewSyscallError("fcntl O_NONBLOCK", err)
+	}
+	return os.NewFile(uintptr(pidfd), "pidfd"), nil
+}
+
+// signalPidfd sends sig through f (pidfd_send_signal(2)). The process
+// having exited is os.ErrProcessDone; the pidfd closed (the child reaped)
+// too.
+func signalPidfd(f *os.File, sig syscall.Signal) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.PidfdSendSignal(int(fd), sig, nil, 0) }); err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return os.ErrProcessDone
+		}
+		return err
+	}
+	if errors.Is(serr, unix.ESRCH) {
+		return os.ErrProcessDone
+	}
+	if serr != nil {
+		return os.NewSyscallError("pidfd_send_signal", serr)
+	}
+	return nil
 }
 
 // siginfoStatus reads si_status: the SIGCHLD union holds si_pid, si_uid,

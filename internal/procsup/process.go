@@ -82,8 +82,19 @@ func (e ExitStatus) String() string {
 }
 
 // Process is a started child. Exactly one goroutine waits on it.
+//
+// It holds one pidfd for the child, never two: os.StartProcess keeps a
+// duplicate of a pidfd asked for through SysProcAttr.PidFD in its
+// os.Process, so where the Runtime waits on its own pidfd (PollWait) it
+// releases the os.Process at once and signals through the same pidfd it
+// waits on. A daemon of a thousand agents saves a thousand descriptors.
 type Process struct {
-	proc    *os.Process
+	proc *os.Process // nil when pidfd is set
+	// pidfd is the child's pidfd (PollWait), as a File: its reference
+	// count keeps the descriptor number from being closed under a signal
+	// in flight and reused for another file (the wait closes it once the
+	// child is reaped).
+	pidfd   *os.File
 	pid     int
 	started time.Time
 	done    chan struct{}
@@ -154,7 +165,12 @@ func (p *Process) Signal(sig syscall.Signal) error {
 		return nil // reaped (and its handle released)
 	default:
 	}
-	err := p.proc.Signal(sig)
+	var err error
+	if p.pidfd != nil {
+		err = signalPidfd(p.pidfd, sig)
+	} else {
+		err = p.proc.Signal(sig)
+	}
 	if err == nil || errors.Is(err, os.ErrProcessDone) {
 		return nil
 	}
@@ -166,20 +182,26 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	}
 }
 
-func (p *Process) wait(r *reaper, pidfd int) {
+func (p *Process) wait(r *reaper) {
 	defer close(p.done)
-	st, err := waitPidfd(pidfd)
-	if errors.Is(err, errNoPidfd) {
+	var (
+		st  ExitStatus
+		err error
+	)
+	if p.pidfd != nil {
+		st, err = waitPidfd(p.pidfd)
+		p.pidfd.Close()
+	} else {
 		// Not asked for (Options.PollWait), or a kernel without pidfds:
 		// os.Process waits (waitid(P_PIDFD) in a blocked thread).
 		st, err = p.waitProcess()
+		_ = p.proc.Release()
 	}
 	p.exited = time.Now()
 	if p.reaped != nil {
 		p.reaped()
 	}
 	r.released(p.pid)
-	_ = p.proc.Release()
 	if err != nil {
 		// Cannot happen unless someone else reaped our child; report a
 		// death by SIGKILL rather than a success.

@@ -179,7 +179,8 @@ func TestOwnSupervisorVar(t *testing.T) {
 }
 
 // The daemon's runtime waits on pidfds through the netpoller (no thread
-// per child): exit codes and signals come out the same.
+// per child): exit codes and signals come out the same, and it holds one
+// pidfd per child, as the runtime that waits in a thread does.
 func TestPollWaitRuntime(t *testing.T) {
 	spec := testchild.Spec("pollwait-runtime")
 	r, w, err := os.Pipe()
@@ -191,5 +192,8 @@ func TestPollWaitRuntime(t *testing.T) {
 	out, err := io.ReadAll(r)
 	require.NoError(t, err)
 	require.Equal(t, 0, p.Status().Code)
-	require.Equal(t, "exited with code 7\nkilled by SIGKILL 137\n", string(out))
+	require.Equal(t, "exited with code 7\npidfds 1\nkilled by SIGKILL 137\n", string(out))
+
+	c := testchild.Start(t, rt, "hang", procsup.Spec{})
+	require.Equal(t, 1, testchild.PidfdsOf(c.P.PID()), "pidfds of a child of the thread-waiting runtime")
 }

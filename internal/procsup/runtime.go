@@ -20,11 +20,12 @@ import (
 
 // Runtime starts and reaps children. There is one per process.
 type Runtime struct {
-	reaper   *reaper
-	pid1     bool
-	pollWait bool
-	fs       procfs.FS
-	scans    *scanner
+	reaper       *reaper
+	pid1         bool
+	pollWait     bool
+	samplerFiles int
+	fs           procfs.FS
+	scans        *scanner
 
 	mu      sync.Mutex
 	helpers map[int]bool // live children started with Spec.Helper
@@ -39,6 +40,12 @@ type Options struct {
 	// child (the daemon, with hundreds of agents), at the price of a
 	// netpoller wake-up (a fraction of a millisecond) before the reap.
 	PollWait bool
+	// SamplerFiles bounds the /proc/PID/stat files each tree's kernel
+	// checks keep open between samples (procfs.NewSampler); 0 means
+	// procfs.DefaultSamplerFiles. A daemon of many agents keeps a few
+	// per agent, so that what an agent holds is bounded (its descriptor
+	// budget).
+	SamplerFiles int
 }
 
 // NewRuntime makes this process a child subreaper (prctl(2)
@@ -54,7 +61,7 @@ func NewRuntime(opts Options) (*Runtime, error) {
 	_ = fdreserve.Hold()
 	fs := procfs.Default()
 	return &Runtime{reaper: newReaper(opts.OnOrphan), pid1: os.Getpid() == 1, pollWait: opts.PollWait,
-		fs: fs, scans: newScanner(fs), helpers: make(map[int]bool)}, nil
+		samplerFiles: opts.SamplerFiles, fs: fs, scans: newScanner(fs), helpers: make(map[int]bool)}, nil
 }
 
 // Close stops the reaper (once; later calls return at once). Children
@@ -178,7 +185,8 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 	}
 	pidfd := -1
 	if rt.pollWait {
-		// Our own pidfd (os.Process keeps a duplicate for signalling).
+		// Our own pidfd, to wait on in the netpoller. os.Process keeps a
+		// duplicate of it, released below: one pidfd per child.
 		sys.PidFD = &pidfd
 	}
 	attr := &os.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: files, Sys: sys}
@@ -195,6 +203,16 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 	runtime.KeepAlive(spec.Foreground)
 
 	proc := &Process{proc: p, pid: p.Pid, started: started, done: make(chan struct{})}
+	if pidfd >= 0 {
+		if f, err := newPidfdFile(pidfd); err == nil {
+			// The child is ours to wait on and signal through this pidfd
+			// alone: os.Process's duplicate goes (Release closes it).
+			_ = p.Release()
+			proc.proc, proc.pidfd = nil, f
+		}
+		// Otherwise (fcntl failed: it closed ours) os.Process waits on
+		// its own, as without PollWait.
+	}
 	if spec.Helper {
 		rt.mu.Lock()
 		rt.helpers[p.Pid] = true
@@ -205,6 +223,6 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 			rt.mu.Unlock()
 		}
 	}
-	go proc.wait(rt.reaper, pidfd)
+	go proc.wait(rt.reaper)
 	return proc, nil
 }

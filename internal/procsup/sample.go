@@ -42,7 +42,7 @@ func (t *Tree) cgroupSampler() *cgroup.Sampler {
 func (t *Tree) Usage(withFDs bool) (procfs.Usage, error) {
 	s := &t.sample
 	if s.procs == nil {
-		s.procs = t.fs.NewSampler(0)
+		s.procs = t.fs.NewSampler(t.rt.samplerFiles)
 	}
 	var pids []int
 	var err error

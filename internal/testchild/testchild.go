@@ -172,6 +172,7 @@ func helper(mode string, args []string) {
 		if err != nil {
 			panic(err)
 		}
+		fmt.Println("pidfds", PidfdsOf(p.PID()))
 		_ = p.Signal(syscall.SIGKILL)
 		fmt.Println(p.Status().String(), p.Status().ShellCode())
 	default:
@@ -291,4 +292,23 @@ func Alive(pid int) bool {
 func Exists(pid int) bool {
 	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
 	return err == nil
+}
+
+// PidfdsOf counts this process's descriptors that are pidfds of pid
+// (their fdinfo's "Pid:" line, proc(5)).
+func PidfdsOf(pid int) int {
+	fds, _ := os.ReadDir("/proc/self/fd")
+	n := 0
+	for _, e := range fds {
+		if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l != "anon_inode:[pidfd]" {
+			continue
+		}
+		info, _ := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "Pid:"); ok && strings.TrimSpace(v) == strconv.Itoa(pid) {
+				n++
+			}
+		}
+	}
+	return n
 }
