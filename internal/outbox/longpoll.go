@@ -18,6 +18,10 @@ import (
 // directive posted meanwhile is answered at once.
 const LongPollWait = 30 * time.Second
 
+// repeatPause is the pause before the next long poll after an answer of
+// only directives already handed over.
+const repeatPause = time.Second
+
 // errWaitRefused: the control plane answered 400 to a request with
 // ?wait=: it does not know long polls, so they are not asked for again.
 var errWaitRefused = errors.New("the control plane refused ?wait= (HTTP 400)")
@@ -32,8 +36,10 @@ var errWaitRefused = errors.New("the control plane refused ?wait= (HTTP 400)")
 // as soon as it is posted. One that answers at once with nothing (it
 // does not hold: an answer in less than half of wait), or fails, is asked
 // again after the poll interval (jittered): plain polling. One that
-// refuses ?wait= (HTTP 400) is polled without it from then on. wait 0
-// never asks for a long poll.
+// answers at once with directives already handed over only (it serves a
+// directive until its receipt arrives) is asked again after a second at
+// most. One that refuses ?wait= (HTTP 400) is polled without it from then
+// on. wait 0 never asks for a long poll.
 func (p *poller) RunHost(ctx context.Context, host string, wait time.Duration) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -69,6 +75,13 @@ func (p *poller) RunHost(ctx context.Context, host string, wait time.Duration) e
 		switch {
 		case n > 0, wait > 0 && time.Since(began) >= wait/2:
 			t.Reset(0) // held, or answered with news: ask again at once
+		case wait > 0 && len(ds) > 0:
+			// Only directives already handed over, answered at once: a
+			// control plane that serves a directive until it has its
+			// receipt, while the host is still acting on it. Not a poll
+			// interval (a directive posted meanwhile would wait that
+			// long), not at once either (a tight loop).
+			t.Reset(min(repeatPause, p.jittered()))
 		default:
 			t.Reset(p.jittered())
 		}

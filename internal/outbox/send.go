@@ -157,6 +157,12 @@ func (o *Outbox) attempt(ctx context.Context, it *item) (res outcome, wait time.
 		// control plane's operator can fix.
 		log.Error("control plane answered with a redirect, which is never followed; will retry",
 			zap.Int("status", status), zap.String("location", redirectTo), zap.String("configured", o.base))
+	case it.directiveID != "" && status == http.StatusNotFound:
+		// A control plane that predates receipts: nothing to retry. The
+		// receipt stays in receiptsDir, for a repeat of the directive.
+		log.Warn("the control plane takes no directive receipts (HTTP 404); dropped from the outbox")
+		o.drop(it, log)
+		return delivered, 0
 	case retryable(status):
 		log.Warn("control plane delivery failed; will retry", zap.Int("status", status), zap.String("body", snippet))
 	default:
@@ -279,6 +285,17 @@ func (o *Outbox) delivered(it *item, log *zap.Logger) {
 	}
 	o.dropLocked(it)
 	o.stats.Delivered++
+	o.changed()
+}
+
+// drop deletes the item's file and forgets it, undelivered.
+func (o *Outbox) drop(it *item, log *zap.Logger) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := os.Remove(o.itemPath(it.id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Warn("outbox item not removed; it will be sent again after a restart", zap.Error(err))
+	}
+	o.dropLocked(it)
 	o.changed()
 }
 
