@@ -92,7 +92,10 @@ Run one agent in the foreground:
 Run many as a service and operate them:
   hermeskilld daemon --config /etc/hermeskill/hermeskilld.yaml
   hermeskilld ps | status ID | logs -f ID | stop ID | start ID | restart ID
-  hermeskilld kill ID --reason TEXT | estop --reason TEXT`,
+  hermeskilld kill ID --reason TEXT | estop --reason TEXT
+
+Prove this host can halt an agent:
+  hermeskilld selftest [--config /etc/hermeskill/hermeskilld.yaml]`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       versionString(),
@@ -105,7 +108,7 @@ Run many as a service and operate them:
 	root.AddCommand(newSupervise(), newDaemon(),
 		newPS(), newStatus(), newLogs(), newStop(), newStart(), newRestart(), newKill(), newEstop(), newRelease(),
 		newRevoke(), newRevocations(), newEvents(), newCerts(),
-		newCalibrate(), newAudit(), newKeygen(), newCheckConfig(), newVersion())
+		newCalibrate(), newAudit(), newKeygen(), newCheckConfig(), newSelftest(), newSelftestCanary(), newVersion())
 	registerCompletions(root)
 	return root
 }

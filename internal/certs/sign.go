@@ -73,6 +73,23 @@ func (s *Signer) Sign(c *Certificate) error {
 	return nil
 }
 
+// SignJSON returns the signature of a JSON object other than a
+// certificate (a directive receipt) as Sign makes a certificate's: Ed25519
+// over Canonical(objJSON), so Verify checks it the same way. A top-level
+// "signature" member of objJSON is left out of what is signed. The
+// object's JSON must name a schema of its own, so that its signature can
+// never pass for a certificate's.
+//
+// Errors: ErrMalformed when objJSON is not one JSON object (see Canonical).
+func (s *Signer) SignJSON(objJSON []byte) (*Signature, error) {
+	canon, err := Canonical(objJSON)
+	if err != nil {
+		return nil, err
+	}
+	return &Signature{Alg: AlgEd25519, KeyID: s.keyID,
+		Value: base64.StdEncoding.EncodeToString(ed25519.Sign(s.priv, canon))}, nil
+}
+
 // SignMessage returns the Ed25519 signature of msg by s's key. The audit
 // log signs its anchor with it; the anchor's JSON names a schema of its own,
 // so its signature can never pass for a certificate's.

@@ -30,7 +30,10 @@ func TestAgentControlPlaneSupervise(t *testing.T) {
 		{"token relative", "control_plane: {url: \"https://cp\", token_file: cp.token}\n", `a.yaml:1: control_plane.token_file: "cp.token" must be an absolute path`},
 		{"timeout 0", "control_plane:\n  url: https://cp\n  timeout: 0\n", `a.yaml:3: control_plane.timeout: must be above 0`},
 		{"max_outbox 0", "control_plane:\n  url: https://cp\n  max_outbox: 0\n", `a.yaml:3: control_plane.max_outbox: must be at least 1`},
-		{"unknown key", "control_plane:\n  url: https://cp\n  pol_interval: 1s\n", `a.yaml:3: control_plane: unknown key "pol_interval" (known: url, token_file, poll_interval, timeout, max_outbox); did you mean "poll_interval"?`},
+		{"fail_closed_after negative", "control_plane:\n  url: https://cp\n  fail_closed_after: -1s\n", `a.yaml:3: control_plane.fail_closed_after: bad duration "-1s": negative`},
+		{"fail_closed_after without polling", "control_plane:\n  url: https://cp\n  poll_interval: 0s\n  fail_closed_after: 1m\n", `a.yaml:4: control_plane.fail_closed_after: needs poll_interval above 0: without polling the host never learns whether it reaches its control plane`},
+		{"fail_closed_after under two polls", "control_plane:\n  url: https://cp\n  fail_closed_after: 15s\n", `a.yaml:3: control_plane.fail_closed_after: must be at least twice poll_interval (10s): a control plane answering every poll could otherwise trip it`},
+		{"unknown key", "control_plane:\n  url: https://cp\n  pol_interval: 1s\n", `a.yaml:3: control_plane: unknown key "pol_interval" (known: url, token_file, poll_interval, timeout, max_outbox, fail_closed_after); did you mean "poll_interval"?`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseAgent([]byte(tc.file), "a.yaml", nil)

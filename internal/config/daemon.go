@@ -69,6 +69,9 @@ type ControlPlane struct {
 	PollInterval time.Duration `yaml:"poll_interval"`            // how often to ask for remote kill requests; 0 = never (default 10s)
 	Timeout      time.Duration `yaml:"timeout"`                  // one HTTP request (default 10s)
 	MaxOutbox    int           `yaml:"max_outbox"`               // undelivered certificates kept; past it new ones are refused (counted, and still on disk in certs/) (default 10000)
+	// FailClosedAfter is fail_closed_after: a host that cannot reach its
+	// control plane this long stops every agent (0 = never, the default).
+	FailClosedAfter time.Duration `yaml:"fail_closed_after"`
 }
 
 // AuditOpts rotate the audit log (yaml: audit).
@@ -173,6 +176,13 @@ func (cp *ControlPlane) problems() []problem {
 	}
 	if cp.MaxOutbox < 1 {
 		add("control_plane.max_outbox", ErrBadValue, "must be at least 1")
+	}
+	switch {
+	case cp.FailClosedAfter > 0 && cp.PollInterval <= 0:
+		add("control_plane.fail_closed_after", ErrBadValue, "needs poll_interval above 0: without polling the host never learns whether it reaches its control plane")
+	case cp.FailClosedAfter > 0 && cp.FailClosedAfter < 2*cp.PollInterval:
+		add("control_plane.fail_closed_after", ErrBadValue, fmt.Sprintf(
+			"must be at least twice poll_interval (%s): a control plane answering every poll could otherwise trip it", cp.PollInterval))
 	}
 	return ps
 }

@@ -212,13 +212,13 @@ func TestSchemaKeys(t *testing.T) {
 		"checks.requests_rate", "checks.requests_rate.warn", "checks.requests_rate.kill", "checks.requests_rate.per",
 		"checks.tokens_rate", "checks.tokens_rate.warn", "checks.tokens_rate.kill", "checks.tokens_rate.per",
 		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens", "gateway.upstream_idle_conns",
-		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox",
+		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox", "control_plane.fail_closed_after",
 	}, schemaKeys(reflect.TypeFor[Agent](), ""))
 	require.Equal(t, []string{
 		"state_dir", "runtime_dir", "agents_dir", "estop_file",
 		"control", "control.read_group", "control.operators_group",
 		"metrics", "metrics.listen", "metrics.agent_label_limit", "signing_key",
-		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox",
+		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox", "control_plane.fail_closed_after",
 		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens", "gateway.upstream_idle_conns",
 		"containment", "audit", "audit.max_bytes", "audit.keep", "logs", "logs.max_bytes", "logs.keep", "heartbeat_rate", "defaults",
 	}, schemaKeys(reflect.TypeFor[Daemon](), ""))

@@ -232,7 +232,13 @@ type KillResult struct {
 	ID          string `json:"id"`
 	Reached     string `json:"reached,omitempty"`     // escalation stage, when waited for
 	Certificate string `json:"certificate,omitempty"` // path, when waited for
-	Error       string `json:"error,omitempty"`
+	// CertID, TreeEmpty and Revoked, when waited for: the certificate's
+	// id, whether the ladder found the tree empty, whether the run's LLM
+	// gateway handle is withdrawn (true for a run that had none).
+	CertID    string `json:"cert_id,omitempty"`
+	TreeEmpty *bool  `json:"tree_empty,omitempty"`
+	Revoked   *bool  `json:"revoked,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // EstopRequest kills every agent and keeps them down.
@@ -254,6 +260,9 @@ type RevokeRequest struct {
 	StartedBefore time.Time       `json:"started_before,omitzero"`
 	Reason        string          `json:"reason"` // required
 	Operator      string          `json:"operator,omitempty"`
+	// Wait: return once the agents killed are dead and their
+	// certificates written, as KillRequest.Wait.
+	Wait bool `json:"wait,omitempty"`
 }
 
 // Revocation is a standing revocation, persisted across restarts.

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hermeskill/hermeskilld/internal/audit"
 	"github.com/hermeskill/hermeskilld/internal/certs"
@@ -21,6 +23,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/host"
 	"github.com/hermeskill/hermeskilld/internal/metrics"
+	"github.com/hermeskill/hermeskilld/internal/outbox"
 	"github.com/hermeskill/hermeskilld/internal/rotlog"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 )
@@ -310,20 +313,78 @@ func (d *Daemon) AgentIDs() []string {
 	return ids
 }
 
-// directives are the control plane's kill and revoke directives, acted on
-// as an operator's kill and revoke are.
+// directives are the control plane's directives, acted on as an
+// operator's kill, revoke and e-stop are, waiting for each run's end.
 type directives struct{ d *Daemon }
 
 var _ host.Directives = directives{}
 
+// actWait bounds how long a directive waits for the runs it ends: every
+// ladder is bounded, this only keeps a stuck one from holding the receipt
+// for ever (it then says what did not end).
+const actWait = 10 * time.Minute
+
 func (x directives) AgentIDs() []string { return x.d.AgentIDs() }
 
-func (x directives) Kill(ctx context.Context, id, reason, operator string) error {
-	_, err := x.d.Kill(ctx, control.KillRequest{ID: id, Reason: reason, Operator: operator})
-	return err
+func (x directives) Act(ctx context.Context, dv outbox.Directive) outbox.Acted {
+	ctx, cancel := context.WithTimeout(ctx, actWait)
+	defer cancel()
+	operator, reason := dv.KillOperator(), dv.KillReason()
+	var res []control.KillResult
+	var acted outbox.Acted
+	switch dv.Action {
+	case outbox.ActionEstop:
+		res = x.d.estop(ctx, reason, operator, true)
+	case outbox.ActionKill, outbox.ActionRevoke:
+		if len(dv.Agents) == 0 {
+			acted.Failed = append(acted.Failed, outbox.Failure{Error: dv.Action + " names no agents"})
+		}
+		res = make([]control.KillResult, len(dv.Agents))
+		var wg sync.WaitGroup
+		for i, id := range dv.Agents {
+			wg.Go(func() { res[i] = x.one(ctx, dv.Action, id, operator, reason) })
+		}
+		wg.Wait()
+	}
+	for _, r := range res {
+		switch {
+		case r.Error != "":
+			acted.Failed = append(acted.Failed, outbox.Failure{AgentID: r.ID, Error: r.Error})
+		case r.CertID == "":
+			acted.Failed = append(acted.Failed, outbox.Failure{AgentID: r.ID, Error: "the run ended without a certificate"})
+		default:
+			acted.Runs = append(acted.Runs, outbox.RunEnded{AgentID: r.ID, CertID: r.CertID,
+				TreeEmpty: r.TreeEmpty != nil && *r.TreeEmpty, Revoked: r.Revoked != nil && *r.Revoked, Reached: r.Reached})
+		}
+	}
+	return acted
 }
 
-func (x directives) Revoke(ctx context.Context, id, reason, operator string) error {
-	_, err := x.d.Revoke(ctx, control.RevokeRequest{ID: id, Reason: reason, Operator: operator})
-	return err
+// one kills or revokes agent id and waits for its run's end.
+func (x directives) one(ctx context.Context, action, id, operator, reason string) control.KillResult {
+	if action == outbox.ActionRevoke {
+		rr, err := x.d.Revoke(ctx, control.RevokeRequest{ID: id, Reason: reason, Operator: operator, Wait: true})
+		switch {
+		case err != nil:
+			return control.KillResult{ID: id, Error: err.Error()}
+		case len(rr.Killed) == 0:
+			return control.KillResult{ID: id, Error: "not running (revoked: it will not start until the rule " + rr.Revocation.Rule + " is lifted)"}
+		}
+		return rr.Killed[0]
+	}
+	res, err := x.d.Kill(ctx, control.KillRequest{ID: id, Reason: reason, Operator: operator, Wait: true})
+	if err != nil {
+		return control.KillResult{ID: id, Error: err.Error()}
+	}
+	return res[0]
+}
+
+// FailClosed is the dead-man's switch of fail_closed_after: the e-stop,
+// persisted (every agent stays down until `hermeskilld release --estop`),
+// with certificates whose check is control_plane_unreachable.
+//
+// A pause mode, once the daemon has one, would freeze the agents here
+// instead of stopping them.
+func (x directives) FailClosed(unreachable, after time.Duration) {
+	x.d.failClosed(unreachable, after)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/fdbudget"
 	"github.com/hermeskill/hermeskilld/internal/host"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
+	"github.com/hermeskill/hermeskilld/internal/symptoms"
 	"github.com/hermeskill/hermeskilld/pkg/client"
 )
 
@@ -320,6 +321,7 @@ type agentRun interface {
 	Done() <-chan struct{}
 	Wait() supervisor.Outcome
 	Kill(operator, reason string)
+	HostStop(check symptoms.Check, observed, reason string)
 	Reconfigure(a *config.Agent)
 	Status() supervisor.Status
 	PID() int

@@ -48,7 +48,8 @@ func (r *fakeRun) Kill(operator, reason string) {
 		r.onKill(r, operator, reason)
 	}
 }
-func (r *fakeRun) Reconfigure(a *config.Agent) { r.reconf.Store(a) }
+func (r *fakeRun) HostStop(check symptoms.Check, _, reason string) { r.Kill(string(check), reason) }
+func (r *fakeRun) Reconfigure(a *config.Agent)                     { r.reconf.Store(a) }
 func (r *fakeRun) Status() supervisor.Status {
 	return supervisor.Status{ID: r.a.ID, State: supervisor.StateRunning, PID: r.pid, Mode: r.a.Mode}
 }

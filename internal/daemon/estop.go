@@ -14,6 +14,8 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/audit"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/outbox"
+	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
 
 // estop kills every running agent in parallel through its ladder and keeps
@@ -30,6 +32,30 @@ func (d *Daemon) estop(ctx context.Context, reason, operator string, wait bool) 
 	d.audit(audit.Event{Type: "estop", Data: map[string]any{"reason": reason, "operator": operator}, Sync: true})
 	d.publish(control.Event{Type: "estop", Message: fmt.Sprintf("e-stop by %s: %s", operator, reason)})
 	return d.killAll(ctx, d.runningSlots(), operator, reason, wait)
+}
+
+// failClosed is the e-stop of the dead-man's switch: the control plane
+// was not reached for unreachable (fail_closed_after is after). Every
+// running agent is stopped through its ladder with the check
+// control_plane_unreachable, and every agent is kept down until
+// `hermeskilld release --estop`.
+func (d *Daemon) failClosed(unreachable, after time.Duration) {
+	reason := outbox.UnreachableReason(unreachable, after)
+	const operator = "control-plane-dead-man"
+	if _, already := d.held.estop(); !already {
+		q := &control.Quarantine{Since: time.Now().UTC(), Reason: reason, Operator: operator}
+		if err := d.held.setEstop(q); err != nil {
+			d.log.Error("e-stop not persisted (agents are still stopped)", zap.Error(err))
+		}
+	}
+	d.log.Error("E-STOP: the control plane is unreachable; stopping every agent", zap.String("reason", reason))
+	d.audit(audit.Event{Type: "estop", Data: map[string]any{"reason": reason, "operator": operator,
+		"check": string(symptoms.ControlPlaneUnreachable)}, Sync: true})
+	d.publish(control.Event{Type: "estop", Message: "e-stop: " + reason})
+	observed := unreachable.Round(time.Millisecond).String()
+	for _, s := range d.runningSlots() {
+		s.hostStop(symptoms.ControlPlaneUnreachable, observed, reason)
+	}
 }
 
 // estopFromFile is the e-stop triggered by creating estop_file.

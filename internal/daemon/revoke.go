@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -48,9 +49,12 @@ func (d *Daemon) Revoke(ctx context.Context, req control.RevokeRequest) (control
 	}
 	sort.Slice(hit, func(i, j int) bool { return hit[i].id < hit[j].id })
 	res := control.RevokeResult{Revocation: rule, Killed: []control.KillResult{}}
-	for _, s := range hit {
-		res.Killed = append(res.Killed, s.revoke(ctx, rule))
+	res.Killed = make([]control.KillResult, len(hit))
+	var wg sync.WaitGroup
+	for i, s := range hit {
+		wg.Go(func() { res.Killed[i] = s.revoke(ctx, rule, req.Wait) })
 	}
+	wg.Wait()
 	d.pokeAll()
 	return res, nil
 }

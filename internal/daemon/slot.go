@@ -16,8 +16,10 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/fault"
+	"github.com/hermeskill/hermeskilld/internal/outbox"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
+	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
 
 // slot is one agent of the daemon across its runs: it starts the agent,
@@ -267,6 +269,13 @@ func (s *slot) ended(out supervisor.Outcome) {
 	if out.Killed {
 		res.Reached = string(out.Reached)
 	}
+	switch {
+	case out.Cert != nil && out.CertPath != "":
+		run := outbox.RunOf(out.Cert, out.TreeEmpty)
+		res.CertID, res.TreeEmpty, res.Revoked = run.CertID, &run.TreeEmpty, &run.Revoked
+	case out.Cert != nil:
+		res.Error = fmt.Sprintf("certificate %s not written: %v", out.Cert.CertID, out.CertErr)
+	}
 	for _, w := range s.waiters {
 		w <- res
 	}
@@ -305,13 +314,45 @@ func (s *slot) kill(ctx context.Context, operator, reason string, wait bool) con
 		s.d.publishState(s.id, control.StateQuarantined, reason)
 		return control.KillResult{ID: s.id, Error: "not running; quarantined"}
 	}
-	ch := make(chan control.KillResult, 1)
-	s.waiters = append(s.waiters, ch)
+	ch := s.waitLocked()
 	if s.killedBy == nil {
 		s.killedBy = &control.Quarantine{Since: time.Now().UTC(), Reason: reason, Operator: operator}
 	}
 	s.mu.Unlock()
 	r.Kill(operator, reason)
+	return s.result(ctx, ch, wait)
+}
+
+// revoke kills the running agent through the ladder for a standing
+// revocation (rule): no quarantine, the rule keeps it down. With wait it
+// returns once the run ended (or ctx), as kill.
+func (s *slot) revoke(ctx context.Context, rule control.Revocation, wait bool) control.KillResult {
+	s.mu.Lock()
+	r := s.run
+	if r == nil {
+		s.mu.Unlock()
+		return control.KillResult{ID: s.id, Error: "not running"}
+	}
+	if s.killedBy == nil {
+		s.killedBy = &control.Quarantine{Since: rule.Since, Reason: rule.Reason, Operator: rule.Operator}
+		s.revoking = true
+	}
+	ch := s.waitLocked()
+	s.mu.Unlock()
+	r.Kill(rule.Operator, fmt.Sprintf("revoked (rule %s): %s", rule.Rule, rule.Reason))
+	return s.result(ctx, ch, wait)
+}
+
+// waitLocked registers a waiter for the end of the live run (s.mu held).
+func (s *slot) waitLocked() chan control.KillResult {
+	ch := make(chan control.KillResult, 1)
+	s.waiters = append(s.waiters, ch)
+	return ch
+}
+
+// result is what kill and revoke return: at once without wait, else the
+// end of the run from ch, or ctx's end.
+func (s *slot) result(ctx context.Context, ch <-chan control.KillResult, wait bool) control.KillResult {
 	if !wait {
 		return control.KillResult{ID: s.id}
 	}
@@ -323,22 +364,20 @@ func (s *slot) kill(ctx context.Context, operator, reason string, wait bool) con
 	}
 }
 
-// revoke kills the running agent through the ladder for a standing
-// revocation (rule): no quarantine, the rule keeps it down.
-func (s *slot) revoke(ctx context.Context, rule control.Revocation) control.KillResult {
+// hostStop kills the running agent through the ladder for a reason of the
+// host's own (check), as kill does for an operator, without waiting.
+func (s *slot) hostStop(check symptoms.Check, observed, reason string) {
 	s.mu.Lock()
 	r := s.run
 	if r == nil {
 		s.mu.Unlock()
-		return control.KillResult{ID: s.id, Error: "not running"}
+		return
 	}
 	if s.killedBy == nil {
-		s.killedBy = &control.Quarantine{Since: rule.Since, Reason: rule.Reason, Operator: rule.Operator}
-		s.revoking = true
+		s.killedBy = &control.Quarantine{Since: time.Now().UTC(), Reason: reason, Operator: string(check)}
 	}
 	s.mu.Unlock()
-	r.Kill(rule.Operator, fmt.Sprintf("revoked (rule %s): %s", rule.Rule, rule.Reason))
-	return control.KillResult{ID: s.id}
+	r.HostStop(check, observed, reason)
 }
 
 // stopFor ends the slot's current run (file removed, daemon shutdown)

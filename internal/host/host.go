@@ -287,6 +287,7 @@ func (h *Host) openControlPlane() error {
 	if h.Link, err = outbox.FromConfig(h.o.ControlPlane, h.o.StateDir, h.log, onStats); err != nil {
 		return &Error{ControlPlane, err}
 	}
+	h.Link.Signer = h.Signer // receipts are signed as certificates are
 	if h.o.Kind == One {
 		h.Receipts = outbox.NewReceipts(h.Link.Outbox, h.o.StateDir)
 		h.Recorder.Outbox = h.Receipts
@@ -308,14 +309,9 @@ func (h *Host) auditHead() func() *certs.AuditAnchor {
 	return supervisor.AuditHead(h.Recorder.Audit)
 }
 
-// Directives is what the control plane's kill and revoke directives act
-// on (outbox.Link.Run).
-type Directives interface {
-	// AgentIDs are the agents to ask directives for.
-	AgentIDs() []string
-	Kill(ctx context.Context, id, reason, operator string) error
-	Revoke(ctx context.Context, id, reason, operator string) error
-}
+// Directives is what the control plane's directives act on, and what
+// fail_closed_after stops (outbox.Host).
+type Directives = outbox.Host
 
 // Start starts what runs beside the agents: for a host of many agents the
 // heartbeat poller (and it waits for the keeper to be ready, so that no
@@ -356,7 +352,7 @@ func (h *Host) Start(d Directives) error {
 	}
 	if h.Link != nil && d != nil {
 		h.goService("control plane", ctx, func(ctx context.Context) error {
-			return h.Link.Run(ctx, d.AgentIDs, d.Kill, d.Revoke)
+			return h.Link.Run(ctx, d)
 		})
 	}
 	return nil

@@ -22,10 +22,14 @@ import (
 
 // Directive actions hermeskilld acts on.
 const (
-	actionKill = "kill"
-	// actionRevoke is a standing revocation of the agent: killed, its LLM
+	// ActionKill stops the agents named through the escalation ladder.
+	ActionKill = "kill"
+	// ActionRevoke is a standing revocation of the agent: killed, its LLM
 	// access withdrawn, and kept from starting until an operator lifts it.
-	actionRevoke = "revoke"
+	ActionRevoke = "revoke"
+	// ActionEstop stops every agent of the host and keeps them down (the
+	// daemon's e-stop), from the host's directives only.
+	ActionEstop = "estop"
 )
 
 // Defaults of pollerOptions.
@@ -44,6 +48,9 @@ type Directive struct {
 	Action   string `json:"action"`
 	Reason   string `json:"reason"`
 	Operator string `json:"operator"`
+	// Agents are the agents a host's kill or revoke directive names; a
+	// directive polled for one agent is about that agent alone.
+	Agents []string `json:"agents,omitempty"`
 }
 
 // pollerOptions configure a poller. URL, Dir, Agents and Handle are
@@ -63,11 +70,18 @@ type pollerOptions struct {
 	HTTPClient *http.Client
 	// Agents returns the ids of the agents to poll for, at each poll.
 	Agents func() []string
-	// Handle is called once per new directive with a known action, on the
-	// poller's goroutine: it should hand the work off, not wait for a kill
-	// to finish.
+	// Handle is called once per new directive (with an id and an
+	// action), on the poller's goroutine: it should hand the work off, not
+	// wait for a kill to finish. agentID is the agent it was polled for,
+	// "" for the host's directives.
 	Handle func(agentID string, d Directive)
-	Log    *zap.Logger
+	// Repeat, when set, is called for a directive already handed over
+	// that the control plane sends again.
+	Repeat func(agentID string, d Directive)
+	// OnContact, when set, is called when the control plane answered a
+	// poll (a contact, for the dead-man's switch).
+	OnContact func()
+	Log       *zap.Logger
 }
 
 // poller pulls directives from the control plane. Run (or PollOnce) is
@@ -155,17 +169,20 @@ func (p *poller) handle(agentID string, d Directive) bool {
 		return false
 	}
 	if p.seen.has(agentID, d.ID) {
+		if p.opts.Repeat != nil {
+			p.opts.Repeat(agentID, d)
+		}
 		return false
 	}
 	acted := false
 	switch d.Action {
-	case actionKill, actionRevoke:
-		log.Info("control plane directive", zap.String("reason", d.Reason))
-		p.opts.Handle(agentID, d)
+	case ActionKill, ActionRevoke, ActionEstop:
+		log.Info("control plane directive", zap.String("reason", d.Reason), zap.Strings("agents", d.Agents))
 		acted = true
 	default:
-		log.Warn("control plane directive with an unknown action ignored")
+		log.Warn("control plane directive with an unknown action: nothing done (acknowledged as failed)")
 	}
+	p.opts.Handle(agentID, d)
 	if err := p.seen.add(agentID, d.ID, time.Now()); err != nil {
 		log.Error("directive id not remembered on disk; it may be acted on again after a restart", zap.Error(err))
 	}
@@ -187,6 +204,13 @@ func (p *poller) fetch(ctx context.Context, agentID string) ([]Directive, error)
 	if err := setToken(req, p.opts.TokenFile); err != nil {
 		return nil, err
 	}
+	return p.do(req)
+}
+
+// do sends a directives request and reads the answer (200 with
+// directives; 204 or 404: none). Any answer of the control plane's
+// other than a redirect is a contact (OnContact).
+func (p *poller) do(req *http.Request) ([]Directive, error) {
 	resp, err := p.opts.HTTPClient.Do(req)
 	if err != nil {
 		return nil, err
@@ -198,12 +222,13 @@ func (p *poller) fetch(ctx context.Context, agentID string) ([]Directive, error)
 	}
 	switch {
 	case resp.StatusCode == http.StatusNoContent, resp.StatusCode == http.StatusNotFound:
+		p.contact()
 		return nil, nil
 	case isRedirect(resp.StatusCode):
 		return nil, fmt.Errorf("GET %s: HTTP %d to %q: redirects are never followed (the token goes to the configured origin only)",
 			req.URL, resp.StatusCode, cut(resp.Header.Get("Location"), maxBodyLog))
 	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("GET %s: HTTP %d: %s", req.URL, resp.StatusCode, cut(string(body), maxBodyLog))
+		return nil, &statusError{url: req.URL.String(), status: resp.StatusCode, body: cut(string(body), maxBodyLog)}
 	case len(body) > maxDirectivesBody:
 		return nil, fmt.Errorf("GET %s: response over %d bytes", req.URL, maxDirectivesBody)
 	}
@@ -213,7 +238,25 @@ func (p *poller) fetch(ctx context.Context, agentID string) ([]Directive, error)
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, fmt.Errorf("GET %s: %w", req.URL, err)
 	}
+	p.contact()
 	return r.Directives, nil
+}
+
+// statusError is a directives request answered with an unexpected status.
+type statusError struct {
+	url    string
+	status int
+	body   string
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("GET %s: HTTP %d: %s", e.url, e.status, e.body)
+}
+
+func (p *poller) contact() {
+	if p.opts.OnContact != nil {
+		p.opts.OnContact()
+	}
 }
 
 func cut(s string, n int) string {

@@ -62,7 +62,7 @@ func TestDirectivesAreHandledOnceAcrossRestarts(t *testing.T) {
 	cp := newControlPlane(t, nil)
 	cp.directives["a"] = []Directive{
 		{ID: "d1", Action: "kill", Reason: "runaway spend", Operator: "alice@cp"},
-		{ID: "d2", Action: "reboot", Reason: "?"}, // unknown: ignored
+		{ID: "d2", Action: "reboot", Reason: "?"}, // unknown: handed over (to be refused), not counted
 		{ID: "", Action: "kill"},                  // no id: ignored
 	}
 	cp.directives["b"] = []Directive{{ID: "d1", Action: "kill", Operator: "bob@cp"}} // ids are per agent
@@ -76,6 +76,7 @@ func TestDirectivesAreHandledOnceAcrossRestarts(t *testing.T) {
 	assert.Equal(t, 2, p.PollOnce(t.Context()))
 	want := []handled{
 		{"a", Directive{ID: "d1", Action: "kill", Reason: "runaway spend", Operator: "alice@cp"}},
+		{"a", Directive{ID: "d2", Action: "reboot", Reason: "?"}},
 		{"b", Directive{ID: "d1", Action: "kill", Operator: "bob@cp"}},
 	}
 	assert.Equal(t, want, rec.all())
@@ -89,7 +90,7 @@ func TestDirectivesAreHandledOnceAcrossRestarts(t *testing.T) {
 	cp.directives["a"] = append(cp.directives["a"], Directive{ID: "d3", Action: "kill", Operator: "alice@cp"})
 	cp.mu.Unlock()
 	assert.Equal(t, 1, p2.PollOnce(t.Context()))
-	assert.Len(t, rec.all(), 3)
+	assert.Len(t, rec.all(), 4)
 
 	cp.mu.Lock()
 	defer cp.mu.Unlock()

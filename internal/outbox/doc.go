@@ -98,7 +98,48 @@
 //	       (`hermeskilld revocations lift`); repeating it adds a rule that
 //	       matches the same agent, which is harmless
 //
-// A directive with another action is logged and ignored (and remembered, so
-// it is logged once). A directive without id or action is ignored. Fields
-// other than these are ignored, so the control plane may add some.
+// A directive with another action is logged, acknowledged as failed and
+// remembered. A directive without id or action is ignored. Fields other
+// than these are ignored, so the control plane may add some.
+//
+// # The host's directives, by long poll
+//
+//	GET {url}/directives?host={host}&wait=30s
+//
+//	200 {"directives": [{"id": "d7", "action": "estop", "reason": "…", "operator": "…"},
+//	                    {"id": "d8", "action": "kill", "agents": ["a", "b"]}]}
+//	204 or 404: none
+//
+// The control plane may hold the request until it has a directive (a long
+// poll: the next request follows at once); one that answers at once, fails
+// or refuses ?wait= (400) is polled every poll interval (RunHost). estop
+// stops every agent of the host and keeps them down.
+//
+// # Receipts (hermeskilld -> control plane)
+//
+// Every directive, of the host's or of an agent's, is acknowledged once it
+// is carried out — the runs it ended over, their certificates written and
+// queued ahead of it — with a Receipt:
+//
+//	POST {url}/directives/{id}/receipts
+//	Idempotency-Key: receipt-<hash of the agent scope and id>
+//
+//	{"schema": "hermeskill.directive-receipt.v1", "host": "…", "directive_id": "d7",
+//	 "action": "estop", "received_at": "…", "acknowledged_at": "…",
+//	 "runs": [{"agent_id": "a", "cert_id": "…", "tree_empty": true, "revoked": true, "reached": "sigterm"}],
+//	 "failed": [{"agent_id": "b", "error": "not running"}],
+//	 "signature": {"alg": "ed25519", "key_id": "…", "value": "…"} | null}
+//
+// signed as certificates are (Ed25519 over the canonical JSON without the
+// signature; certs.Verify checks it), queued in the outbox like a
+// certificate and kept in receipts/, so that a directive sent again is
+// acknowledged again with the same bytes and not carried out twice. A
+// receipt answered 404 (a control plane without receipts) is dropped.
+//
+// # fail_closed_after
+//
+// With control_plane.fail_closed_after, a host whose directive polls have
+// not been answered (200, 204, 404) for that long stops every agent
+// (Host.FailClosed; the certificates' check is control_plane_unreachable).
+// docs/control-plane.md has the whole protocol.
 package outbox

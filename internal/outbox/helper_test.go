@@ -203,3 +203,29 @@ func writeToken(t *testing.T, path, tok string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, []byte(tok), 0o600))
 }
+
+// testHost is a Host whose directives go to act and whose dead-man's
+// stops are counted.
+type testHost struct {
+	agents []string
+	act    func(ctx context.Context, d Directive) Acted
+
+	mu     sync.Mutex
+	failed []time.Duration // FailClosed's unreachable, one per call
+}
+
+func (h *testHost) AgentIDs() []string { return h.agents }
+
+func (h *testHost) Act(ctx context.Context, d Directive) Acted { return h.act(ctx, d) }
+
+func (h *testHost) FailClosed(unreachable, _ time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failed = append(h.failed, unreachable)
+}
+
+func (h *testHost) failClosed() []time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]time.Duration(nil), h.failed...)
+}

@@ -5,7 +5,6 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,7 +18,7 @@ import (
 )
 
 func TestDirectiveKillReasonAndOperator(t *testing.T) {
-	d := Directive{ID: "d7", Action: actionKill}
+	d := Directive{ID: "d7", Action: ActionKill}
 	assert.Equal(t, "control plane directive d7", d.KillReason())
 	assert.Equal(t, "control-plane", d.KillOperator())
 	d.Reason, d.Operator = "runaway spend", "alice@cp"
@@ -34,8 +33,8 @@ type killed struct{ agent, reason, operator string }
 // and operator its certificate records, on a context that outlives Run's.
 func TestLinkFromConfig(t *testing.T) {
 	cp := newControlPlane(t, nil)
-	cp.directives["a"] = []Directive{{ID: "d0", Action: actionRevoke, Reason: "model recalled"},
-		{ID: "d1", Action: actionKill, Reason: "runaway spend", Operator: "alice@cp"}}
+	cp.directives["a"] = []Directive{{ID: "d0", Action: ActionRevoke, Reason: "model recalled"},
+		{ID: "d1", Action: ActionKill, Reason: "runaway spend", Operator: "alice@cp"}}
 	cfg := &config.ControlPlane{URL: cp.url(), PollInterval: 5 * time.Millisecond, Timeout: 2 * time.Second, MaxOutbox: 10}
 	state := t.TempDir()
 	var stats []Stats
@@ -49,19 +48,18 @@ func TestLinkFromConfig(t *testing.T) {
 	revokes := make(chan killed, 4)
 	detached := make(chan error, 4)
 	done := make(chan error, 1)
-	go func() {
-		done <- l.Run(ctx, func() []string { return []string{"a", "b"} },
-			func(kctx context.Context, agent, reason, operator string) error {
-				kills <- killed{agent, reason, operator}
-				cancel() // the daemon shuts down while the kill runs
-				detached <- kctx.Err()
-				return errors.New("agent already gone")
-			},
-			func(_ context.Context, agent, reason, operator string) error {
-				revokes <- killed{agent, reason, operator}
-				return nil
-			})
-	}()
+	h := &testHost{agents: []string{"a", "b"}, act: func(kctx context.Context, d Directive) Acted {
+		k := killed{d.Agents[0], d.KillReason(), d.KillOperator()}
+		if d.Action == ActionRevoke {
+			revokes <- k
+			return Acted{}
+		}
+		kills <- k
+		cancel() // the daemon shuts down while the kill runs
+		detached <- kctx.Err()
+		return Acted{Failed: []Failure{{AgentID: "a", Error: "agent already gone"}}}
+	}}
+	go func() { done <- l.Run(ctx, h) }()
 	select {
 	case k := <-kills:
 		assert.Equal(t, killed{"a", "runaway spend", "control-plane:alice@cp"}, k)
@@ -83,14 +81,15 @@ func TestLinkFromConfig(t *testing.T) {
 // poll_interval 0: certificates only, nobody asks for directives.
 func TestLinkWithoutPolling(t *testing.T) {
 	cp := newControlPlane(t, nil)
-	cp.directives["a"] = []Directive{{ID: "d1", Action: actionKill}}
+	cp.directives["a"] = []Directive{{ID: "d1", Action: ActionKill}}
 	l, err := FromConfig(&config.ControlPlane{URL: cp.url()}, t.TempDir(), zaptest.NewLogger(t), nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	require.NoError(t, l.Run(ctx, func() []string { return []string{"a"} },
-		func(context.Context, string, string, string) error { t.Error("kill called"); return nil },
-		func(context.Context, string, string, string) error { t.Error("revoke called"); return nil }))
+	require.NoError(t, l.Run(ctx, &testHost{agents: []string{"a"}, act: func(context.Context, Directive) Acted {
+		t.Error("directive acted on")
+		return Acted{}
+	}}))
 	require.NoError(t, l.Close())
 	cp.mu.Lock()
 	defer cp.mu.Unlock()

@@ -122,11 +122,15 @@ type Outbox struct {
 	change  chan struct{} // closed (and replaced) at every change of stats: Flush waits on it
 }
 
-// item is one pending certificate; its payload is the file Dir/<id>.json,
-// read at each attempt (an item may be megabytes; thousands may wait).
+// item is one pending certificate, or one directive receipt; its payload
+// is the file Dir/<id>.json, read at each attempt (an item may be
+// megabytes; thousands may wait).
 type item struct {
 	id      string
-	agentID string
+	agentID string // a certificate's
+	// directiveID is a receipt's: the item is POSTed to the directive's
+	// receipts, not to an agent's kill events.
+	directiveID string
 }
 
 // Open opens (creating it if needed) the outbox directory and loads the
@@ -218,7 +222,7 @@ func (o *Outbox) load() error {
 			continue
 		}
 		id := strings.TrimSuffix(name, itemExt)
-		agentID, err := readAgentID(filepath.Join(o.opts.Dir, name))
+		it, err := readItem(filepath.Join(o.opts.Dir, name), id)
 		if err != nil {
 			o.log.Error("outbox item unreadable; parking it", zap.String("file", name), zap.Error(err))
 			if perr := o.park(id, "unreadable at start: "+err.Error()); perr != nil {
@@ -230,7 +234,7 @@ func (o *Outbox) load() error {
 		if err != nil {
 			continue // removed meanwhile
 		}
-		items = append(items, found{&item{id: id, agentID: agentID}, fi.ModTime()})
+		items = append(items, found{it, fi.ModTime()})
 	}
 	slices.SortStableFunc(items, func(a, b found) int {
 		return cmp.Or(a.mod.Compare(b.mod), strings.Compare(a.it.id, b.it.id))
@@ -280,24 +284,27 @@ func (o *Outbox) Enqueue(c *certs.Certificate, raw []byte) error {
 	if err != nil {
 		return fmt.Errorf("enqueue %s: %w", c.CertID, err)
 	}
+	return o.enqueue(&item{id: c.CertID, agentID: c.AgentID}, body)
+}
 
+// enqueue stores body as it's payload and queues it (Enqueue).
+func (o *Outbox) enqueue(it *item, body []byte) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		return ErrClosed
 	}
-	_, pending := o.byID[c.CertID]
+	_, pending := o.byID[it.id]
 	if !pending && len(o.queue) >= o.opts.MaxItems {
 		o.stats.Rejected++
 		o.changed()
-		return fmt.Errorf("enqueue %s: %w (%d pending)", c.CertID, ErrFull, len(o.queue))
+		return fmt.Errorf("enqueue %s: %w (%d pending)", it.id, ErrFull, len(o.queue))
 	}
 	// Written under the lock so that Run never sees an item without its file.
-	if err := atomicfile.WriteFile(o.itemPath(c.CertID), body, fileMode); err != nil {
-		return fmt.Errorf("enqueue %s: %w", c.CertID, err)
+	if err := atomicfile.WriteFile(o.itemPath(it.id), body, fileMode); err != nil {
+		return fmt.Errorf("enqueue %s: %w", it.id, err)
 	}
 	if !pending {
-		it := &item{id: c.CertID, agentID: c.AgentID}
 		o.queue = append(o.queue, it)
 		o.byID[it.id] = it
 		o.stats.Pending = len(o.queue)

@@ -83,22 +83,29 @@ func timeOrNull(t time.Time) *string {
 	return &s
 }
 
-// readAgentID reads an item file and returns the agent it is about.
-func readAgentID(path string) (string, error) {
+// readItem reads the item file path (named id) and says what it is: a
+// kill event (the agent it is about) or a directive receipt (its
+// directive).
+func readItem(path, id string) (*item, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	var p struct {
-		Cert struct {
+		Schema      string `json:"schema"`
+		DirectiveID string `json:"directive_id"`
+		Cert        struct {
 			AgentID string `json:"agent_id"`
 		} `json:"death_certificate"`
 	}
 	if err := json.Unmarshal(data, &p); err != nil {
-		return "", fmt.Errorf("not a kill event: %w", err)
+		return nil, fmt.Errorf("not a kill event: %w", err)
 	}
-	if p.Cert.AgentID == "" {
-		return "", fmt.Errorf("not a kill event: no death_certificate.agent_id")
+	switch {
+	case p.Schema == ReceiptSchema && p.DirectiveID != "":
+		return &item{id: id, directiveID: p.DirectiveID}, nil
+	case p.Cert.AgentID == "":
+		return nil, fmt.Errorf("not a kill event: no death_certificate.agent_id")
 	}
-	return p.Cert.AgentID, nil
+	return &item{id: id, agentID: p.Cert.AgentID}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hermeskill/hermeskilld/internal/atomicfile"
@@ -19,7 +20,11 @@ import (
 // and kept in a file rewritten atomically at each addition:
 //
 //	{"seen":[{"agent_id":"bot","id":"d1","at":"2026-12-02T10:15:03Z"}, …]}
+//
+// agent_id is "" for the host's directives. The agents' poll and the
+// host's long poll share it from their goroutines.
 type seenSet struct {
+	mu    sync.Mutex
 	path  string
 	max   int
 	list  []seenEntry
@@ -58,6 +63,8 @@ func loadSeen(path string, max int) (*seenSet, error) {
 }
 
 func (s *seenSet) has(agent, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	_, ok := s.index[seenKey{agent, id}]
 	return ok
 }
@@ -65,6 +72,8 @@ func (s *seenSet) has(agent, id string) bool {
 // add remembers (agent, id) in memory, then on disk; the error is the
 // disk's (the memory keeps it either way).
 func (s *seenSet) add(agent, id string, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.insert(seenEntry{AgentID: agent, ID: id, At: now.UTC()})
 	data, err := json.Marshal(struct {
 		Seen []seenEntry `json:"seen"`

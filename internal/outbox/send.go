@@ -125,6 +125,10 @@ func (o *Outbox) backoff(n int) time.Duration {
 // the control plane asked for (capped at MaxBackoff), for retry.
 func (o *Outbox) attempt(ctx context.Context, it *item) (res outcome, wait time.Duration) {
 	log := o.log.With(zap.String("cert_id", it.id), zap.String("agent_id", it.agentID))
+	what := "certificate"
+	if it.directiveID != "" {
+		log, what = o.log.With(zap.String("directive_id", it.directiveID)), "directive receipt"
+	}
 	body, err := os.ReadFile(o.itemPath(it.id))
 	if errors.Is(err, fs.ErrNotExist) {
 		log.Warn("outbox item vanished; dropping it")
@@ -145,7 +149,7 @@ func (o *Outbox) attempt(ctx context.Context, it *item) (res outcome, wait time.
 		log.Warn("control plane unreachable", zap.Error(err))
 	case status >= 200 && status < 300:
 		o.delivered(it, log)
-		log.Info("certificate delivered to the control plane", zap.Int("status", status))
+		log.Info(what+" delivered to the control plane", zap.Int("status", status))
 		return delivered, 0
 	case isRedirect(status):
 		// Never followed: the token and the certificate go to the
@@ -153,11 +157,17 @@ func (o *Outbox) attempt(ctx context.Context, it *item) (res outcome, wait time.
 		// control plane's operator can fix.
 		log.Error("control plane answered with a redirect, which is never followed; will retry",
 			zap.Int("status", status), zap.String("location", redirectTo), zap.String("configured", o.base))
+	case it.directiveID != "" && status == http.StatusNotFound:
+		// A control plane that predates receipts: nothing to retry. The
+		// receipt stays in receiptsDir, for a repeat of the directive.
+		log.Warn("the control plane takes no directive receipts (HTTP 404); dropped from the outbox")
+		o.drop(it, log)
+		return delivered, 0
 	case retryable(status):
 		log.Warn("control plane delivery failed; will retry", zap.Int("status", status), zap.String("body", snippet))
 	default:
-		reason := fmt.Sprintf("HTTP %d from POST %s: %s", status, o.eventURL(it.agentID), snippet)
-		log.Error("control plane refused the certificate; parked, not retried",
+		reason := fmt.Sprintf("HTTP %d from POST %s: %s", status, o.itemURL(it), snippet)
+		log.Error("control plane refused the "+what+"; parked, not retried",
 			zap.Int("status", status), zap.String("body", snippet))
 		o.parkItem(it, reason, log)
 		return parkIt, 0
@@ -196,12 +206,21 @@ func (o *Outbox) eventURL(agentID string) string {
 	return o.base + "/agents/" + url.PathEscape(agentID) + "/kill_events"
 }
 
+// itemURL is where it is POSTed: a receipt to its directive's receipts, a
+// certificate to its agent's kill events.
+func (o *Outbox) itemURL(it *item) string {
+	if it.directiveID != "" {
+		return o.base + "/directives/" + url.PathEscape(it.directiveID) + "/receipts"
+	}
+	return o.eventURL(it.agentID)
+}
+
 // post sends one request and returns the status, the Retry-After it asked
 // for, the start of the response body, and where a redirect pointed.
 func (o *Outbox) post(ctx context.Context, it *item, body []byte) (status int, after time.Duration, snippet, location string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.opts.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.eventURL(it.agentID), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.itemURL(it), bytes.NewReader(body))
 	if err != nil {
 		return 0, 0, "", "", err
 	}
@@ -266,6 +285,17 @@ func (o *Outbox) delivered(it *item, log *zap.Logger) {
 	}
 	o.dropLocked(it)
 	o.stats.Delivered++
+	o.changed()
+}
+
+// drop deletes the item's file and forgets it, undelivered.
+func (o *Outbox) drop(it *item, log *zap.Logger) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := os.Remove(o.itemPath(it.id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Warn("outbox item not removed; it will be sent again after a restart", zap.Error(err))
+	}
+	o.dropLocked(it)
 	o.changed()
 }
 

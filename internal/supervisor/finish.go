@@ -34,6 +34,7 @@ func (r *Run) finish(res *escalate.Result, trigger *symptoms.Symptom, st runStat
 	r.waitStreams()
 
 	out := Outcome{Exit: exit, Usage: r.usage(st.engine), Runtime: r.proc.ExitedAt().Sub(r.proc.Started())}
+	out.TreeEmpty = res == nil || res.Empty
 	if res != nil {
 		out.Reached = res.Reached
 	}

@@ -162,7 +162,12 @@ func (l *loop) run() Outcome {
 				l.handle(l.engine.ObserveSample(s, l.at(now)))
 			}
 		case k := <-l.kills:
-			s, _ := l.engine.Manual(k.operator, k.reason, l.at(time.Now()))
+			var s symptoms.Symptom
+			if k.check != "" {
+				s, _ = l.engine.HostStop(k.check, k.observed, k.reason, l.at(time.Now()))
+			} else {
+				s, _ = l.engine.Manual(k.operator, k.reason, l.at(time.Now()))
+			}
 			l.handle([]symptoms.Symptom{s})
 		case a := <-l.reconf:
 			l.reconfigure(a)
@@ -315,7 +320,7 @@ func (l *loop) decision(syms []symptoms.Symptom) (symptoms.Symptom, bool) {
 // failsClosed: a kill for check c is real in every mode (an operator's,
 // hermeskilld's own failure serving the run).
 func failsClosed(c symptoms.Check) bool {
-	return c == symptoms.Manual || c == symptoms.InternalError
+	return c == symptoms.Manual || c == symptoms.InternalError || c == symptoms.ControlPlaneUnreachable
 }
 
 // kill acts on the decision to kill for t, whatever made it: a check, an

@@ -187,11 +187,11 @@ func TestLoopHeartbeatTimeoutStartsLadder(t *testing.T) {
 func TestLoopKillDuringLadder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, agentWith(config.Checks{}))
-		h.l.kills <- killReq{"ops", "first"}
+		h.l.kills <- killReq{operator: "ops", reason: "first"}
 		synctest.Wait()
 		require.Len(t, h.ladders(), 1)
 		require.Equal(t, symptoms.Manual, h.ladders()[0].Check)
-		h.l.kills <- killReq{"ops", "second"}
+		h.l.kills <- killReq{operator: "ops", reason: "second"}
 		h.send("STATUS=cleaning up")
 		require.Len(t, h.ladders(), 1, "one ladder")
 		require.Equal(t, "cleaning up", h.status().Agent.Status, "the socket is still drained")
@@ -432,7 +432,7 @@ func TestLoopDecideFirst(t *testing.T) {
 		require.Equal(t, []string{EventLLMRequest, "ladder", EventSymptom, EventSymptom}, h.fake.order)
 		require.Len(t, h.ladders(), 1)
 		require.Equal(t, *h.fake.events[1].Symptom, h.ladders()[0], "the first terminal symptom is the ladder's trigger")
-		h.l.kills <- killReq{"ops", "late"}
+		h.l.kills <- killReq{operator: "ops", reason: "late"}
 		synctest.Wait()
 		require.Len(t, h.ladders(), 1, "a kill during the ladder decides nothing more")
 		h.fake.result <- escalate.Result{Empty: true}
@@ -440,7 +440,7 @@ func TestLoopDecideFirst(t *testing.T) {
 	})
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, agentWith(config.Checks{}))
-		h.l.kills <- killReq{"ops", "now"}
+		h.l.kills <- killReq{operator: "ops", reason: "now"}
 		synctest.Wait()
 		require.Equal(t, []string{"ladder", EventSymptom}, h.fake.order)
 		require.Equal(t, symptoms.Manual, h.ladders()[0].Check)

@@ -162,6 +162,10 @@ type Outcome struct {
 	Killed  bool
 	Trigger *symptoms.Symptom
 	Reached escalate.Stage
+	// TreeEmpty: the last ladder found the tree empty (false when
+	// processes survived its bounded wait after SIGKILL; true when no
+	// ladder ran: the main process exited, alone).
+	TreeEmpty bool
 	// Cert is the certificate of a kill or an external death (nil for a
 	// plain exit); CertPath is empty when writing it failed (CertErr).
 	Cert     *certs.Certificate

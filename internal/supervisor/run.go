@@ -84,6 +84,10 @@ type Run struct {
 
 type killReq struct {
 	operator, reason string
+	// check, when set, is a stop the host decided (HostStop), observed
+	// what it saw; operator is then unused.
+	check    symptoms.Check
+	observed string
 }
 
 var _ effects = (*Run)(nil)
@@ -351,7 +355,18 @@ func (r *Run) authenticate(pid int) heartbeat.Verdict {
 // progress wins; this one is logged.
 func (r *Run) Kill(operator, reason string) {
 	select {
-	case r.loop.kills <- killReq{operator, reason}:
+	case r.loop.kills <- killReq{operator: operator, reason: reason}:
+	case <-r.done:
+	default: // one is pending already
+	}
+}
+
+// HostStop kills the agent through the ladder for a reason of the host's
+// own (check symptoms.ControlPlaneUnreachable): the certificate's trigger
+// is check with reason, observed what the host saw, in every mode.
+func (r *Run) HostStop(check symptoms.Check, observed, reason string) {
+	select {
+	case r.loop.kills <- killReq{reason: reason, check: check, observed: observed}:
 	case <-r.done:
 	default: // one is pending already
 	}

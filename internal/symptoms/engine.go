@@ -226,6 +226,18 @@ func (e *Engine) Manual(operator, reason string, now time.Time) (s Symptom, firs
 	return s, first
 }
 
+// HostStop records a stop the host decided for a reason of its own, not
+// the agent's (check ControlPlaneUnreachable), as the terminal symptom;
+// like Manual it is carried out in shadow mode too, and first reports
+// false when a terminal symptom fired before.
+func (e *Engine) HostStop(check Check, observed, msg string, now time.Time) (s Symptom, first bool) {
+	e.manual = true
+	s = Symptom{At: now, Check: check, Severity: Terminal, Observed: observed, Message: msg}
+	first = e.terminal == nil
+	e.record(s)
+	return s, first
+}
+
 // Observe applies one authenticated message received at now and returns
 // the symptoms it caused. Deadlines are evaluated at now first, so a
 // heartbeat read after its deadline passed cannot rescue the agent.

@@ -52,6 +52,10 @@ const (
 	// agent ran; its keeper killed the agent, and the next start on the
 	// same state wrote the certificate from the run journal.
 	SupervisorLost Check = "supervisor_lost"
+	// ControlPlaneUnreachable: the host could not reach its control plane
+	// for control_plane.fail_closed_after, and stopped its agents rather
+	// than run them where no stop could reach them. Real in every mode.
+	ControlPlaneUnreachable Check = "control_plane_unreachable"
 )
 
 // Severity of a symptom.
