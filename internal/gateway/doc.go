@@ -62,6 +62,12 @@
 //   - A revoked or closed grant's requests are refused with 403 in the
 //     provider's own error format, and its requests in flight are cut: a
 //     stream gets a final error event in the provider's format and ends.
+//   - A grant's Budget is a cap: a request is forwarded only if its worst
+//     case fits, and a stream whose running cost (its output counted from
+//     its deltas) crosses what the budget leaves it is ended at once with
+//     the protocol's own ending of an answer cut at its output bound
+//     (finish_reason "length", response.incomplete, stop_reason
+//     "max_tokens"), its upstream request cancelled.
 //
 // Streams are forwarded event by event, flushed after each; metering reads
 // them as they pass with bounded memory (MaxEventBytes, MaxToolArgsBytes).

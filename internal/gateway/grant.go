@@ -180,9 +180,10 @@ func (gr *Grant) Close() {
 	}
 }
 
-// SetBudget caps what the grant's requests may cost from now on (a
-// lower cap refuses the next request that does not fit; nothing in
-// flight is cut for it).
+// SetBudget caps what the grant's requests may cost from now on: a
+// lower cap refuses the next request that does not fit, and cuts a stream
+// in flight at its next event if it no longer fits; a request waiting for
+// a non-streamed answer is not cut for it.
 func (gr *Grant) SetBudget(b Budget) {
 	gr.mu.Lock()
 	gr.budget = b
