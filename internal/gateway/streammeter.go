@@ -48,6 +48,32 @@ func deltaTokens(s string) int64 {
 	return max(1, int64(len(s)+3)/4)
 }
 
+// rawDeltaTokens is deltaTokens of a delta's member as the upstream sent
+// it: a string's text; any other value (content as a list of parts, from
+// a provider that sends it so) by its JSON's bytes; nothing for null. A
+// member of an unexpected type is counted, never a reason to miss the
+// event's usage or tool calls.
+func rawDeltaTokens(raw json.RawMessage) int64 {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0, bytes.Equal(raw, []byte("null")):
+		return 0
+	case raw[0] == '"':
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return deltaTokens(s)
+		}
+	}
+	return deltaTokens(string(raw))
+}
+
+// rawInt is a member that should be an integer, 0 when it is not one.
+func rawInt(raw json.RawMessage) int64 {
+	var n int64
+	_ = json.Unmarshal(raw, &n)
+	return n
+}
+
 func newStreamMeter(ep endpoint, limit int, stripUsage bool) streamMeter {
 	switch ep {
 	case epChat:
@@ -74,9 +100,8 @@ type chatStream struct {
 	calls      []chatCall // in order of (choice, index) once sorted
 	// what a cut stream's last chunks repeat: the chunks' id, created and
 	// model, the choices seen
-	id      string
-	created json.RawMessage
-	choices []int
+	id, created json.RawMessage
+	choices     []int
 }
 
 type chatCall struct {
@@ -90,19 +115,19 @@ func (m *chatStream) event(data []byte) bool {
 		return false
 	}
 	var c struct {
-		ID      string          `json:"id"`
+		ID      json.RawMessage `json:"id"`
 		Created json.RawMessage `json:"created"`
 		Model   string          `json:"model"`
 		Choices []struct {
 			Index int `json:"index"`
 			Delta struct {
-				Content          string         `json:"content"`
-				Refusal          string         `json:"refusal"`
-				ReasoningContent string         `json:"reasoning_content"`
-				Reasoning        string         `json:"reasoning"`
-				ToolCalls        []chatToolCall `json:"tool_calls"`
+				Content          json.RawMessage `json:"content"`
+				Refusal          json.RawMessage `json:"refusal"`
+				ReasoningContent json.RawMessage `json:"reasoning_content"`
+				Reasoning        json.RawMessage `json:"reasoning"`
+				ToolCalls        []chatToolCall  `json:"tool_calls"`
 				FunctionCall     *struct {
-					Arguments string `json:"arguments"`
+					Arguments json.RawMessage `json:"arguments"`
 				} `json:"function_call"`
 			} `json:"delta"`
 		} `json:"choices"`
@@ -119,14 +144,14 @@ func (m *chatStream) event(data []byte) bool {
 	if m.r.model == "" {
 		m.r.model = c.Model
 	}
-	if m.id == "" {
+	if m.id == nil {
 		m.id, m.created = c.ID, c.Created
 	}
 	for _, ch := range c.Choices {
 		d := &ch.Delta
-		m.r.counted += deltaTokens(d.Content) + deltaTokens(d.Refusal) + deltaTokens(d.ReasoningContent) + deltaTokens(d.Reasoning)
+		m.r.counted += rawDeltaTokens(d.Content) + rawDeltaTokens(d.Refusal) + rawDeltaTokens(d.ReasoningContent) + rawDeltaTokens(d.Reasoning)
 		if d.FunctionCall != nil {
-			m.r.counted += deltaTokens(d.FunctionCall.Arguments)
+			m.r.counted += rawDeltaTokens(d.FunctionCall.Arguments)
 		}
 		if !slices.Contains(m.choices, ch.Index) && len(m.choices) < maxToolCalls {
 			m.choices = append(m.choices, ch.Index)
@@ -168,7 +193,10 @@ func (m *chatStream) progress() reading { return m.r }
 // output bound reached), the usage chunk when the agent asked for it, and
 // [DONE].
 func (m *chatStream) ending(u cutUsage) []byte {
-	created := m.created
+	id, created := m.id, m.created
+	if len(id) == 0 {
+		id = json.RawMessage(`""`)
+	}
 	if len(created) == 0 {
 		created = json.RawMessage("0")
 	}
@@ -178,14 +206,14 @@ func (m *chatStream) ending(u cutUsage) []byte {
 		FinishReason string   `json:"finish_reason"`
 	}
 	type chunk struct {
-		ID      string          `json:"id"`
+		ID      json.RawMessage `json:"id"`
 		Object  string          `json:"object"`
 		Created json.RawMessage `json:"created"`
 		Model   string          `json:"model"`
 		Choices []choice        `json:"choices"`
 		Usage   map[string]any  `json:"usage,omitempty"`
 	}
-	last := chunk{ID: m.id, Object: "chat.completion.chunk", Created: created, Model: m.r.model, Choices: []choice{}}
+	last := chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: m.r.model, Choices: []choice{}}
 	choices := m.choices
 	if len(choices) == 0 {
 		choices = []int{0}
@@ -257,8 +285,8 @@ type outputItem struct {
 func (m *responsesStream) event(data []byte) bool {
 	var e struct {
 		Type        string          `json:"type"`
-		Seq         int64           `json:"sequence_number"`
-		OutputIndex int             `json:"output_index"`
+		Seq         json.RawMessage `json:"sequence_number"`
+		OutputIndex json.RawMessage `json:"output_index"`
 		Item        json.RawMessage `json:"item"`
 		Delta       json.RawMessage `json:"delta"`
 		Response    json.RawMessage `json:"response"`
@@ -267,7 +295,7 @@ func (m *responsesStream) event(data []byte) bool {
 		m.r.incomplete = true
 		return false
 	}
-	m.seq = max(m.seq, e.Seq)
+	m.seq = max(m.seq, rawInt(e.Seq))
 	var item *responseItem
 	if len(e.Item) > 0 && !bytes.Equal(e.Item, []byte("null")) {
 		item = new(responseItem)
@@ -284,17 +312,14 @@ func (m *responsesStream) event(data []byte) bool {
 			return false
 		}
 	}
-	if strings.HasSuffix(e.Type, ".delta") && len(e.Delta) > 0 && e.Delta[0] == '"' {
+	if strings.HasSuffix(e.Type, ".delta") {
 		// Text, reasoning, a refusal, a tool call's arguments: each
 		// output delta of the API is a string.
-		var d string
-		if json.Unmarshal(e.Delta, &d) == nil {
-			m.r.counted += deltaTokens(d)
-		}
+		m.r.counted += rawDeltaTokens(e.Delta)
 	}
 	switch e.Type {
 	case "response.output_item.added", "response.output_item.done":
-		m.keepItem(e.OutputIndex, e.Item, e.Type == "response.output_item.done")
+		m.keepItem(int(rawInt(e.OutputIndex)), e.Item, e.Type == "response.output_item.done")
 		if e.Type == "response.output_item.done" && item != nil && item.Type == "function_call" {
 			if len(m.r.tools) == maxToolCalls {
 				m.r.incomplete = true
@@ -413,10 +438,10 @@ func (m *messagesStream) event(data []byte) bool {
 		} `json:"message"`
 		ContentBlock *contentBlock `json:"content_block"`
 		Delta        *struct {
-			Type        string `json:"type"`
-			Text        string `json:"text"`
-			Thinking    string `json:"thinking"`
-			PartialJSON string `json:"partial_json"`
+			Type        string          `json:"type"`
+			Text        json.RawMessage `json:"text"`
+			Thinking    json.RawMessage `json:"thinking"`
+			PartialJSON string          `json:"partial_json"`
 		} `json:"delta"`
 		Usage *usageAnthropic `json:"usage"`
 		Error *struct {
@@ -449,7 +474,7 @@ func (m *messagesStream) event(data []byte) bool {
 		}
 	case "content_block_delta":
 		if e.Delta != nil {
-			m.r.counted += deltaTokens(e.Delta.Text) + deltaTokens(e.Delta.Thinking) + deltaTokens(e.Delta.PartialJSON)
+			m.r.counted += rawDeltaTokens(e.Delta.Text) + rawDeltaTokens(e.Delta.Thinking) + deltaTokens(e.Delta.PartialJSON)
 		}
 		if t := m.open[e.Index]; t != nil && e.Delta != nil && e.Delta.Type == "input_json_delta" {
 			t.add(e.Delta.PartialJSON, m.limit)

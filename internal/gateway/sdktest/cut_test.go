@@ -4,6 +4,7 @@
 package sdktest
 
 import (
+	"encoding/json"
 	"strconv"
 	"testing"
 
@@ -72,6 +73,23 @@ func TestSDKsReadAStreamCutAtTheBudget(t *testing.T) {
 			assert.LessOrEqual(t, m.CostUSD, mustFloat(t, tc.maxCost)+eventUSD+1e-12)
 			assert.Positive(t, m.OvershootTokens)
 			assert.LessOrEqual(t, m.OvershootTokens, int64(10))
+
+			cutLines := 0
+			for _, l := range r.auditLines(t, "llm_request") {
+				var v struct {
+					Data struct {
+						CutAtBudget  string  `json:"cut_at_budget"`
+						OvershootUSD float64 `json:"overshoot_usd"`
+					} `json:"data"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(l), &v), l)
+				if v.Data.CutAtBudget != "" {
+					cutLines++
+					assert.Equal(t, "cost", v.Data.CutAtBudget)
+					assert.Equal(t, m.OvershootUSD, v.Data.OvershootUSD)
+				}
+			}
+			assert.Equal(t, 1, cutLines, "the audit line of the cut stream says so")
 
 			p.mu.Lock()
 			served, gone := p.served, p.gone
