@@ -14,8 +14,9 @@
 // to a TrafficObserver: the run's traffic is its heartbeat) and can refuse
 // a run's further requests (Grant.Revoke).
 //
-// It never decides anything about an agent: it knows nothing of processes,
-// checks or budgets. It never logs or records keys, handles, prompts,
+// It never decides anything about an agent: it knows nothing of processes
+// or checks; a budget it is given (Grant.SetBudget) it holds as a cap on
+// what it forwards, and tells the Observer when a request met it. It never logs or records keys, handles, prompts,
 // completions or tool arguments (only their hashes leave it, in Record).
 //
 // # Routing
