@@ -104,6 +104,12 @@ type Metered struct {
 	// stream aborted or cut before it, a body over its bound): each is
 	// charged at its reservation, its worst case.
 	UsageUnknown int64 `json:"usage_unknown,omitempty"`
+	// StreamsCut counts the streams the gateway ended at the budget;
+	// OvershootTokens and OvershootUSD sum what they cost past it (each at
+	// most its last event's output tokens).
+	StreamsCut      int64   `json:"streams_cut,omitempty"`
+	OvershootTokens int64   `json:"overshoot_tokens,omitempty"`
+	OvershootUSD    float64 `json:"overshoot_usd,omitempty"`
 	// CostKnown is false when a model had no price (cost_usd then counts
 	// only the priced ones) or a request's usage was unknown (cost_usd
 	// counts its reservation).

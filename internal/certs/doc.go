@@ -99,7 +99,9 @@
 //     hermeskilld's gateway — what was counted on the wire: requests,
 //     refused (after the revocation, or outside the API), errors, tokens,
 //     cost_usd, usage_unknown (present when not 0: the requests whose
-//     usage was never read, charged at their reservation), cost_known
+//     usage was never read, charged at their reservation), streams_cut,
+//     overshoot_tokens and overshoot_usd (present when not 0: the streams
+//     the gateway cut at the budget, and what they cost past it), cost_known
 //     (false when a model had no price or a usage was unknown), models
 //     (each with model, requests, input_tokens, output_tokens,
 //     cached_input_tokens, cost_usd, priced, usage_unknown), first_request_at,

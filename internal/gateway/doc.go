@@ -14,8 +14,9 @@
 // to a TrafficObserver: the run's traffic is its heartbeat) and can refuse
 // a run's further requests (Grant.Revoke).
 //
-// It never decides anything about an agent: it knows nothing of processes,
-// checks or budgets. It never logs or records keys, handles, prompts,
+// It never decides anything about an agent: it knows nothing of processes
+// or checks; a budget it is given (Grant.SetBudget) it holds as a cap on
+// what it forwards, and tells the Observer when a request met it. It never logs or records keys, handles, prompts,
 // completions or tool arguments (only their hashes leave it, in Record).
 //
 // # Routing
@@ -62,6 +63,12 @@
 //   - A revoked or closed grant's requests are refused with 403 in the
 //     provider's own error format, and its requests in flight are cut: a
 //     stream gets a final error event in the provider's format and ends.
+//   - A grant's Budget is a cap: a request is forwarded only if its worst
+//     case fits, and a stream whose running cost (its output counted from
+//     its deltas) crosses what the budget leaves it is ended at once with
+//     the protocol's own ending of an answer cut at its output bound
+//     (finish_reason "length", response.incomplete, stop_reason
+//     "max_tokens"), its upstream request cancelled.
 //
 // Streams are forwarded event by event, flushed after each; metering reads
 // them as they pass with bounded memory (MaxEventBytes, MaxToolArgsBytes).

@@ -37,6 +37,8 @@ type Grant struct {
 	holds       int // requests whose worst case is held
 	// what its requests used (Metered)
 	requests, refused, errors, incomplete, usageUnknown int64
+	streamsCut, overshootTokens                         int64
+	overshootUSD                                        float64
 	models                                              map[string]*certs.ModelUsage
 	first, last                                         time.Time
 }
@@ -47,6 +49,9 @@ type flight struct {
 	// hold is the request's reservation while it is held against the
 	// budget (from its admission until its record is counted); nil: none.
 	hold *reservation
+	// held is what the budget counts of it meanwhile: its reservation,
+	// or a stream's running cost once that is more (grow).
+	held spend
 }
 
 // Budget is what a grant's requests may cost in all, as the gateway
@@ -175,9 +180,10 @@ func (gr *Grant) Close() {
 	}
 }
 
-// SetBudget caps what the grant's requests may cost from now on (a
-// lower cap refuses the next request that does not fit; nothing in
-// flight is cut for it).
+// SetBudget caps what the grant's requests may cost from now on: a
+// lower cap refuses the next request that does not fit, and cuts a stream
+// in flight at its next event if it no longer fits; a request waiting for
+// a non-streamed answer is not cut for it.
 func (gr *Grant) SetBudget(b Budget) {
 	gr.mu.Lock()
 	gr.budget = b
@@ -199,10 +205,10 @@ func (gr *Grant) admit(fl *flight, res *reservation) *cutError {
 		if e := gr.overBudget(res); e != nil {
 			return e
 		}
-		fl.hold = res
+		fl.hold, fl.held = res, spend{tokens: res.in + res.out, usd: res.usd}
 		gr.holds++
-		gr.held.tokens += res.in + res.out
-		gr.held.usd += res.usd
+		gr.held.tokens += fl.held.tokens
+		gr.held.usd += fl.held.usd
 	}
 	gr.inflight[fl] = struct{}{}
 	return nil
@@ -239,6 +245,52 @@ func (gr *Grant) overBudget(res *reservation) *cutError {
 	return nil
 }
 
+// budgetCut is a stream cut at the budget: the cut and its overshoot,
+// what the stream cost past what the budget left it.
+type budgetCut struct {
+	err  *cutError
+	over spend
+}
+
+// grow counts a stream's running cost, now (priced: now.usd is its
+// cost), against the budget, prev being what it was at the last check: a
+// stream of fl that no longer fits in what the spent and the other
+// requests' holds leave is cut; else fl holds the larger of its
+// reservation and now, so that the other streams see what it costs. A
+// cut stream holds now until its record is counted.
+//
+// The overshoot of a cut is what now passes the budget, and at most
+// what the stream's last event added (now - prev): a stream is checked
+// after each of its events.
+func (gr *Grant) grow(fl *flight, now, prev spend, priced bool) *budgetCut {
+	gr.mu.Lock()
+	defer gr.mu.Unlock()
+	if fl.hold == nil {
+		return nil
+	}
+	b := gr.budget
+	var c *budgetCut
+	if left := b.CostUSD - (gr.spent.usd + gr.held.usd - fl.held.usd); b.CostUSD > 0 && priced && now.usd > left+budgetSlack {
+		c = &budgetCut{err: &cutError{code: "budget_reached", budget: "cost",
+			msg: fmt.Sprintf("hermeskilld cut the stream at the run's budget: it had cost $%.4f where $%.4f of $%.4f was left", now.usd, max(left, 0), b.CostUSD)},
+			over: spend{usd: now.usd - max(left, prev.usd)}}
+	} else if left := b.Tokens - (gr.spent.tokens + gr.held.tokens - fl.held.tokens); b.Tokens > 0 && now.tokens > left {
+		c = &budgetCut{err: &cutError{code: "budget_reached", budget: "tokens",
+			msg: fmt.Sprintf("hermeskilld cut the stream at the run's budget: it had used %d tokens where %d of %d were left", now.tokens, max(left, 0), b.Tokens)},
+			over: spend{tokens: now.tokens - max(left, prev.tokens)}}
+	}
+	grown := fl.held
+	if c != nil {
+		grown = now
+	} else {
+		grown.tokens, grown.usd = max(grown.tokens, now.tokens), max(grown.usd, now.usd)
+	}
+	gr.held.tokens += grown.tokens - fl.held.tokens
+	gr.held.usd += grown.usd - fl.held.usd
+	fl.held = grown
+	return c
+}
+
 // landed takes fl out of flight: its response is complete. Its worst case
 // stays held until its record is counted (report), so that no request is
 // admitted in between against a budget that counts it nowhere.
@@ -261,9 +313,9 @@ func (gr *Grant) unhold(fl *flight) {
 	if fl == nil || fl.hold == nil {
 		return
 	}
-	gr.held.tokens -= fl.hold.in + fl.hold.out
-	gr.held.usd -= fl.hold.usd
-	fl.hold = nil
+	gr.held.tokens -= fl.held.tokens
+	gr.held.usd -= fl.held.usd
+	fl.hold, fl.held = nil, spend{}
 	if gr.holds--; gr.holds == 0 { // no sum of floats drifts while nothing is held
 		gr.held = spend{}
 	}
@@ -311,6 +363,11 @@ func (gr *Grant) report(rec Record, fl *flight) {
 		if rec.UsageUnknown {
 			gr.usageUnknown++
 		}
+		if rec.OverBudget != "" {
+			gr.streamsCut++
+			gr.overshootTokens += rec.OvershootTokens
+			gr.overshootUSD += rec.OvershootUSD
+		}
 		if rec.Model != "" || rec.Tokens() > 0 {
 			m := gr.models[rec.Model]
 			if m == nil {
@@ -341,7 +398,8 @@ func (gr *Grant) Metered() Metered {
 	gr.mu.Lock()
 	defer gr.mu.Unlock()
 	m := Metered{Incomplete: gr.incomplete, InFlight: len(gr.inflight), Metered: certs.Metered{Requests: gr.requests, Refused: gr.refused, Errors: gr.errors,
-		UsageUnknown: gr.usageUnknown, CostKnown: gr.usageUnknown == 0, FirstRequestAt: gr.first, LastRequestAt: gr.last,
+		UsageUnknown: gr.usageUnknown, StreamsCut: gr.streamsCut, OvershootTokens: gr.overshootTokens, OvershootUSD: gr.overshootUSD,
+		CostKnown: gr.usageUnknown == 0, FirstRequestAt: gr.first, LastRequestAt: gr.last,
 		Models: make([]certs.ModelUsage, 0, len(gr.models))}}
 	if gr.revoked != nil {
 		m.RevokedAt = gr.revoked.At

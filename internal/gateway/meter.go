@@ -17,10 +17,13 @@ type reading struct {
 	model           string
 	in, out, cached int64 // in counts cached ones too
 	usage           bool  // the response's usage was read
-	tools           []ToolCall
-	incomplete      bool   // part of the response could not be read
-	done            bool   // a stream's final event was seen
-	upstreamErr     string // a stream's error event
+	// counted estimates a stream's output tokens from its deltas as they
+	// pass (deltaTokens): the running cost the budget checks.
+	counted     int64
+	tools       []ToolCall
+	incomplete  bool   // part of the response could not be read
+	done        bool   // a stream's final event was seen
+	upstreamErr string // a stream's error event
 }
 
 // usageOpenAI is the usage of chat completions, embeddings and the

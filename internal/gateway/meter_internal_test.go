@@ -109,3 +109,33 @@ func TestWithIncludeUsage(t *testing.T) {
 	_, err := withIncludeUsage([]byte(`[1]`))
 	assert.Error(t, err)
 }
+
+// The output a stream's deltas add is counted a token per four bytes, at
+// least one per delta; a member of an unexpected type (content as a list
+// of parts) is counted by its JSON and does not lose the event.
+func TestStreamCountsDeltas(t *testing.T) {
+	chat := newStreamMeter(epChat, 1<<10, false)
+	chat.event([]byte(`{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`))
+	chat.event([]byte(`{"id":"c","choices":[{"index":0,"delta":{"content":"Hello, world"}}]}`))                                        // 12 bytes: 3
+	chat.event([]byte(`{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"é"}}]}`))                                         // 2 bytes: 1
+	chat.event([]byte(`{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\":1}"}}]}}]}`)) // 7 bytes: 2
+	chat.event([]byte(`{"id":"c","choices":[{"index":0,"delta":{"content":[{"type":"text","text":"hi"}]}}]}`))                         // 30 bytes of JSON: 8
+	chat.event([]byte(`{"id":"c","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9}}`))
+	rd := chat.result()
+	assert.EqualValues(t, 3+1+2+8, rd.counted)
+	assert.True(t, rd.usage, "the usage chunk after a delta of an unexpected type")
+	assert.False(t, rd.incomplete)
+
+	resp := newStreamMeter(epResponses, 1<<10, false)
+	resp.event([]byte(`{"type":"response.output_text.delta","sequence_number":3,"delta":"abcdefgh"}`))       // 2
+	resp.event([]byte(`{"type":"response.reasoning_summary_text.delta","sequence_number":4,"delta":"a"}`))   // 1
+	resp.event([]byte(`{"type":"response.function_call_arguments.delta","sequence_number":5,"delta":"{}"}`)) // 1
+	resp.event([]byte(`{"type":"response.output_text.done","sequence_number":6,"text":"abcdefgh"}`))
+	assert.EqualValues(t, 4, resp.progress().counted)
+
+	msgs := newStreamMeter(epMessages, 1<<10, false)
+	msgs.event([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcde"}}`))                // 2
+	msgs.event([]byte(`{"type":"content_block_delta","index":1,"delta":{"type":"thinking_delta","thinking":"abc"}}`))          // 1
+	msgs.event([]byte(`{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}`)) // 1
+	assert.EqualValues(t, 4, msgs.progress().counted)
+}

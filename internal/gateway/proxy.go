@@ -160,7 +160,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	defer gr.release(fl) // when forward panics; a no-op once reported
 	defer gr.landed(fl)  // when forward panics; landed twice is harmless
 	x := &exchange{g: g, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, up: up, ep: rt.ep, strip: strip, res: res, rec: rec,
-		agentID: gr.agentID}
+		agentID: gr.agentID, gr: gr, fl: fl, agentUsage: info.usageOpt}
 	abort := x.forward(rest, body)
 	gr.landed(fl)
 	x.rec.Duration = time.Since(start)
@@ -272,6 +272,11 @@ type exchange struct {
 	body   *meteredBody // the upstream's response body; nil until its headers came
 	// agentID is the grant's agent.
 	agentID string
+	gr      *Grant
+	fl      *flight
+	// agentUsage: the agent asked for a chat stream's usage chunk.
+	agentUsage bool
+	cut        *streamCut // the stream was cut at the budget; nil: not
 }
 
 // errSwitched is an upstream that answered 101: the gateway forwards HTTP
@@ -438,8 +443,14 @@ func (x *exchange) newBody(resp *http.Response) *meteredBody {
 	if x.rec.Stream {
 		if b.metered {
 			b.meter = newStreamMeter(x.ep, x.g.cfg.MaxToolArgsBytes, x.strip)
+			if cs, ok := b.meter.(*chatStream); ok {
+				cs.agentUsage = x.agentUsage
+			}
 		}
 		b.relay = &relay{src: bufio.NewReaderSize(b.src, relayBufSize), maxEvent: x.g.cfg.MaxEventBytes, meter: b.meter}
+		if b.meter != nil && x.fl != nil {
+			b.relay.limit = (&limiter{x: x, meter: b.meter}).check
+		}
 		b.src = b.relay
 	}
 	return b
@@ -469,6 +480,11 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	b.ended = true
+	if b.x.cut != nil {
+		// Cut at the budget: the upstream is told at once (its connection
+		// closed), not when the proxy closes the body.
+		b.body.Close()
+	}
 	if err != io.EOF {
 		b.err = err
 		var cut *cutError
@@ -508,7 +524,10 @@ func (x *exchange) settle(werr error) {
 			rd = b.meter.result()
 			rd.incomplete = rd.incomplete || b.relay.skipped || !rd.done
 		}
-		if err == nil && b.meter != nil && !rd.done {
+		if x.cut != nil {
+			x.settleCut(&rd)
+		}
+		if err == nil && b.meter != nil && !rd.done && x.cut == nil {
 			x.rec.Err = "the upstream's stream ended before its final event"
 		}
 		if rd.upstreamErr != "" && x.rec.Err == "" {
@@ -587,6 +606,11 @@ func (x *exchange) fill(rd reading, metered bool) {
 		x.rec.Model = rd.model
 	}
 	x.rec.InputTokens, x.rec.OutputTokens, x.rec.CachedInputTokens = rd.in, rd.out, rd.cached
+	if !rd.usage {
+		// The output counted from a stream's deltas, when its usage never
+		// came: at least that much was generated.
+		x.rec.OutputTokens = max(rd.out, rd.counted)
+	}
 	x.rec.ToolCalls = rd.tools
 	x.rec.Incomplete = metered && (rd.incomplete || !rd.usage)
 	x.rec.Priced = true

@@ -69,8 +69,16 @@ type Record struct {
 	Stream  bool
 	Refused bool // by the gateway: revoked, closed, outside the API, too large, over budget
 	// OverBudget names the budget (Grant.SetBudget) a refused request's
-	// worst case did not fit in: "cost" or "tokens"; Err says by how much.
+	// worst case did not fit in, or a stream's running cost crossed (the
+	// stream was cut: Cut is set): "cost" or "tokens"; Err says by how
+	// much.
 	OverBudget string
+	// OvershootTokens and OvershootUSD are what a stream cut at the budget
+	// cost past it: output tokens of its last event, at most. A cut on a
+	// cost budget has both (the tokens at the model's output price), on a
+	// tokens budget only the tokens.
+	OvershootTokens int64
+	OvershootUSD    float64
 	// Tokens read from the response's usage. InputTokens counts every
 	// input token, CachedInputTokens included (OpenAI's prompt_tokens;
 	// Anthropic's input_tokens + cache_creation_input_tokens +
@@ -100,7 +108,8 @@ type Record struct {
 	// response the upstream sent in full, whatever its status.
 	Err string
 	// Cut: the request was in flight when the grant was revoked or
-	// closed, or the gateway shut down, and was ended by the gateway.
+	// closed, or the gateway shut down, or it was a stream whose running
+	// cost crossed the budget (OverBudget), and was ended by the gateway.
 	Cut bool
 }
 

@@ -27,10 +27,14 @@ type relay struct {
 	src      *bufio.Reader
 	maxEvent int
 	meter    streamMeter // nil: forward only
+	// limit, when set, is asked after each event the meter read: the
+	// events that end the stream there (it was cut at the budget), or nil.
+	limit func() []byte
 
 	ev       []byte // the event being read, until its blank line
 	data     []byte // its data lines, joined
 	out      []byte // what Read returns next: an event, or a piece of one too long to hold
+	end      []byte // what limit ended the stream with, returned after out
 	midLine  bool   // the last piece read did not end its line
 	overflow bool   // the current event passed maxEvent: the rest passes unread
 	skipped  bool   // an event was not read
@@ -49,6 +53,10 @@ func (e *agentError) Unwrap() error { return e.err }
 // broken event is dropped: the agent never gets half an event).
 func (rl *relay) Read(p []byte) (int, error) {
 	for len(rl.out) == 0 {
+		if len(rl.end) > 0 {
+			rl.out, rl.end = rl.end, nil
+			continue
+		}
 		if rl.err != nil {
 			return 0, rl.err
 		}
@@ -102,11 +110,17 @@ func (rl *relay) line(b []byte, whole bool) {
 }
 
 // endEvent shows the held event to the meter and passes it on unless the
-// meter drops it.
+// meter drops it; when limit ends the stream after it, nothing more is
+// read from the source.
 func (rl *relay) endEvent() {
 	drop := false
 	if data, ok := rl.eventData(); ok && rl.meter != nil {
 		drop = rl.meter.event(data)
+		if rl.limit != nil {
+			if end := rl.limit(); end != nil {
+				rl.end, rl.err = end, io.EOF
+			}
+		}
 	}
 	if !drop {
 		rl.out = rl.ev

@@ -31,6 +31,10 @@ func (d *dataLog) event(data []byte) bool {
 
 func (d *dataLog) result() reading { return reading{} }
 
+func (d *dataLog) progress() reading { return reading{} }
+
+func (d *dataLog) ending(cutUsage) []byte { return nil }
+
 // countingFlusher counts the flushes the relay asks for.
 type countingFlusher struct {
 	*httptest.ResponseRecorder

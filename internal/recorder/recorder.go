@@ -111,6 +111,10 @@ func AuditEvent(ev supervisor.Event) audit.Event {
 			if r.UsageUnknown {
 				data["usage_unknown"] = true // charged at its reservation
 			}
+			if r.Cut && r.OverBudget != "" { // a stream cut at the budget
+				data["cut_at_budget"] = r.OverBudget
+				data["overshoot_tokens"], data["overshoot_usd"] = r.OvershootTokens, r.OvershootUSD
+			}
 			if len(r.ToolCalls) > 0 {
 				names := make([]string, len(r.ToolCalls))
 				for i, t := range r.ToolCalls {

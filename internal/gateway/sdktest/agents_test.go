@@ -105,7 +105,7 @@ func TestAnthropicStreamingAgentKilledByMeteredCost(t *testing.T) {
 `)
 	key := writeFile(t, dir, "anthropic.key", anthropicKey)
 	r := supervise(t, dir, []string{"--id", "anthropic-streamer", "--llm-upstream", "anthropic=" + url,
-		"--llm-key-file", "anthropic=" + key, "--llm-prices", prices, "--max-cost", "0.25"},
+		"--llm-key-file", "anthropic=" + key, "--llm-prices", prices, "--max-cost", "0.27"},
 		goAgent(t, dir, "-provider", "anthropic", "-model", "claude-sonnet-4-0", "-stream", "-hold")...)
 	assert.Equal(t, 1, r.code)
 
@@ -113,7 +113,11 @@ func TestAnthropicStreamingAgentKilledByMeteredCost(t *testing.T) {
 	rep := r.agent(t)
 	assert.Equal(t, "cost", c.TriggerCheck)
 	// Each answer: 20k fresh input tokens at $3, 10k cached at $0.30 and
-	// 2k output at $15 per million, $0.093; the third crosses $0.25.
+	// 2k output at $15 per million, $0.093 ($0.063 of it input, which
+	// message_start reports); the third crosses $0.27. (It starts beside
+	// the held stream's reservation, $0.0155: its input fits in what
+	// $0.27 leaves it, so it is not cut at the budget, and its output,
+	// reported at its end, makes it cross.)
 	assert.Equal(t, "$0.28", terminal(t, c).Observed)
 	k := rep.answered()
 	require.GreaterOrEqual(t, k, 3)

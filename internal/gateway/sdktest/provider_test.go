@@ -30,13 +30,17 @@ const (
 // cache_read_input_tokens).
 type usage struct{ in, cached, out int64 }
 
+// longDelta is each delta of a long answer: 40 bytes, 10 output tokens
+// as the gateway counts them.
+const longDelta = "Lorem ipsum dolor sit amet, consectetur "
+
 // holdMarker in a streamed request makes the provider send the stream's
 // first event and then nothing, until the request is cut.
 const holdMarker = "HOLD this stream open"
 
 // provider is a fake of both providers' APIs behind one server: OpenAI's
 // chat completions at /v1/chat/completions and its Responses API at
-// /v1/responses (not streamed; an openai upstream's URL is SERVER/v1), and
+// /v1/responses (streamed for text answers; an openai upstream's URL is SERVER/v1), and
 // Anthropic's messages at /v1/messages (an anthropic upstream's URL is
 // SERVER). It answers only requests that carry the real
 // key in the provider's own header (401 otherwise), and records every
@@ -45,6 +49,13 @@ type provider struct {
 	reply reply
 	model string // the model its answers name
 	usage usage
+	// long, when set, makes a streamed text answer that many deltas of
+	// longDelta, whatever the request's output bound: a model that runs
+	// on, for the budget to cut
+	long int
+	// served counts the deltas of long answers written, gone the long
+	// streams whose client went away before their end
+	served, gone int
 
 	mu   sync.Mutex
 	seen []seen
@@ -142,11 +153,13 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tool := p.reply == replyTool || p.reply == replyToolThenText && !s.ToolResult
 	var events []string
 	switch {
-	case responses && req.Stream:
+	case responses && req.Stream && tool:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		io.WriteString(w, `{"error":{"message":"the fake provider does not stream the Responses API","type":"invalid_request_error","param":"stream","code":null}}`)
+		io.WriteString(w, `{"error":{"message":"the fake provider streams only text answers of the Responses API","type":"invalid_request_error","param":"stream","code":null}}`)
 		return
+	case responses && req.Stream:
+		events = p.openAIResponseStream(n)
 	case responses:
 		writeJSON(w, p.openAIResponse(n, tool))
 		return
@@ -170,7 +183,49 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.mu.Unlock()
 		return
 	}
-	sse(w, events...)
+	p.stream(w, r, events)
+}
+
+// stream writes events, each flushed, until the client goes away.
+func (p *provider) stream(w http.ResponseWriter, r *http.Request, events []string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, ev := range events {
+		if !strings.HasPrefix(ev, "event:") {
+			ev = "data: " + ev
+		}
+		_, err := io.WriteString(w, ev+"\n\n")
+		if err == nil {
+			err = http.NewResponseController(w).Flush()
+		}
+		if err != nil || r.Context().Err() != nil {
+			p.mu.Lock()
+			p.gone++
+			p.mu.Unlock()
+			return
+		}
+		p.countServed(ev)
+	}
+}
+
+// texts is the deltas of a text answer: one, or p.long of longDelta.
+func (p *provider) texts() []string {
+	if p.long == 0 {
+		return []string{"Still looking."}
+	}
+	out := make([]string, p.long)
+	for i := range out {
+		out[i] = longDelta
+	}
+	return out
+}
+
+// countServed counts a delta of a long answer written.
+func (p *provider) countServed(ev string) {
+	if p.long > 0 && strings.Contains(ev, longDelta) {
+		p.mu.Lock()
+		p.served++
+		p.mu.Unlock()
+	}
 }
 
 // record keeps s and returns its index.
@@ -241,7 +296,9 @@ func (p *provider) openAIStream(n int, tool, includeUsage bool) []string {
 			chunk(delta(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": toolArgs[half:]}}}}, nil), nil))
 		finish = "tool_calls"
 	} else {
-		events = append(events, chunk(delta(map[string]any{"content": "Still looking."}, nil), nil))
+		for _, text := range p.texts() {
+			events = append(events, chunk(delta(map[string]any{"content": text}, nil), nil))
+		}
 	}
 	events = append(events, chunk(delta(map[string]any{}, finish), nil))
 	if includeUsage {
@@ -266,6 +323,46 @@ func (p *provider) openAIResponse(n int, tool bool) map[string]any {
 		"usage": map[string]any{"input_tokens": p.usage.in, "input_tokens_details": map[string]any{"cached_tokens": p.usage.cached},
 			"output_tokens": p.usage.out, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
 			"total_tokens": p.usage.in + p.usage.out}}
+}
+
+// openAIResponseStream is a streamed Responses API text answer: the
+// response created, its message item and text part added, the text's
+// deltas, each done, then response.completed with the usage.
+func (p *provider) openAIResponseStream(n int) []string {
+	seq := 0
+	ev := func(typ string, v map[string]any) string {
+		v["type"], v["sequence_number"] = typ, seq
+		seq++
+		return "event: " + typ + "\ndata: " + mustJSON(v)
+	}
+	done := p.openAIResponse(n, false)
+	created := map[string]any{}
+	for k, v := range done {
+		created[k] = v
+	}
+	created["status"], created["output"], created["usage"] = "in_progress", []any{}, nil
+	itemID := fmt.Sprintf("msg_%d", n)
+	item := map[string]any{"type": "message", "id": itemID, "role": "assistant", "status": "in_progress", "content": []any{}}
+	part := map[string]any{"type": "output_text", "text": "", "annotations": []any{}}
+	events := []string{
+		ev("response.created", map[string]any{"response": created}),
+		ev("response.output_item.added", map[string]any{"output_index": 0, "item": item}),
+		ev("response.content_part.added", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part}),
+	}
+	text := ""
+	for _, d := range p.texts() {
+		text += d
+		events = append(events, ev("response.output_text.delta", map[string]any{"item_id": itemID, "output_index": 0,
+			"content_index": 0, "delta": d, "logprobs": []any{}}))
+	}
+	donePart := map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
+	doneItem := map[string]any{"type": "message", "id": itemID, "role": "assistant", "status": "completed", "content": []any{donePart}}
+	done["output"] = []any{doneItem}
+	return append(events,
+		ev("response.output_text.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "text": text, "logprobs": []any{}}),
+		ev("response.content_part.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": donePart}),
+		ev("response.output_item.done", map[string]any{"output_index": 0, "item": doneItem}),
+		ev("response.completed", map[string]any{"response": done}))
 }
 
 func (p *provider) anthropicUsage(out int64) map[string]any {
@@ -305,9 +402,10 @@ func (p *provider) anthropicStream(n int, tool bool) []string {
 			ev("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": toolArgs[half:]}}))
 		stop = "tool_use"
 	} else {
-		events = append(events,
-			ev("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}}),
-			ev("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": "Still looking."}}))
+		events = append(events, ev("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}}))
+		for _, text := range p.texts() {
+			events = append(events, ev("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": text}}))
+		}
 	}
 	return append(events,
 		ev("content_block_stop", map[string]any{"index": 0}),

@@ -167,6 +167,8 @@ type agentLine struct {
 	N       int      `json:"n"`
 	OK      bool     `json:"ok"`
 	Tools   int      `json:"tools"`
+	Finish  string   `json:"finish"`
+	Text    int      `json:"text"`
 	Status  int      `json:"status"`
 	Code    string   `json:"code"`
 	Err     string   `json:"err"`

@@ -18,6 +18,8 @@
 //	-model NAME                  the model asked for
 //	-stream                      stream each answer (chat completions with
 //	                             stream: true; messages with stream: true)
+//	-responses                   with openai, call the Responses API (streamed
+//	                             with -stream) instead of chat completions
 //	-hold                        before the loop, open one more stream whose
 //	                             prompt says HOLD (the tests' upstream keeps
 //	                             it open) and wait for its first event: it is
@@ -25,8 +27,10 @@
 //	-turns N                     stop after N answers (default 0: never)
 //	-give-up N                   stop after N errors in a row (default 3)
 //	-report FILE                 write to FILE, as JSON lines: the agent's
-//	                             environment, then each request's outcome,
-//	                             then the held stream's
+//	                             environment, then each request's outcome
+//	                             (an answer's finish_reason, stop_reason or
+//	                             status and the length of its text), then
+//	                             the held stream's
 package main
 
 import (
@@ -41,6 +45,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 )
 
@@ -53,12 +58,23 @@ type line struct {
 	N       int      `json:"n,omitempty"`
 	OK      bool     `json:"ok,omitempty"`
 	Tools   int      `json:"tools,omitempty"`
+	Finish  string   `json:"finish,omitempty"` // why the answer ended, as the SDK read it
+	Text    int      `json:"text,omitempty"`   // the bytes of its text
 	Status  int      `json:"status,omitempty"`
 	Code    string   `json:"code,omitempty"`
 	Err     string   `json:"err,omitempty"`
 	Message string   `json:"message,omitempty"` // the provider's error message
 	Held    bool     `json:"held,omitempty"`
 	HeldErr string   `json:"held_err,omitempty"`
+}
+
+// answer is what a turn got: how many tools the model asked for, why the
+// answer ended (finish_reason, stop_reason, or the Responses API's status
+// and incomplete reason), the bytes of its text.
+type answer struct {
+	tools  int
+	finish string
+	text   int
 }
 
 type report struct {
@@ -78,10 +94,9 @@ func (r *report) write(l line) {
 }
 
 // caller is one SDK's turn: ask with the conversation so far, extend it
-// with the answer and the tools' results; tools is how many the model
-// asked for.
+// with the answer and the tools' results.
 type caller interface {
-	turn(ctx context.Context) (tools int, err error)
+	turn(ctx context.Context) (answer, error)
 	hold(ctx context.Context, started chan<- struct{}) error
 }
 
@@ -89,6 +104,7 @@ func main() {
 	provider := flag.String("provider", "openai", "openai or anthropic")
 	model := flag.String("model", "", "model")
 	stream := flag.Bool("stream", false, "stream each answer")
+	useResponses := flag.Bool("responses", false, "with openai, call the Responses API")
 	hold := flag.Bool("hold", false, "keep one more stream open while looping")
 	giveUp := flag.Int("give-up", 3, "errors in a row before giving up")
 	turns := flag.Int("turns", 0, "answers before it is done (0: never)")
@@ -108,6 +124,9 @@ func main() {
 	switch *provider {
 	case "openai":
 		c = newOpenAI(*model, *stream)
+		if *useResponses {
+			c = &responsesAgent{openAIAgent: c.(*openAIAgent)}
+		}
 	case "anthropic":
 		c = newAnthropic(*model, *stream)
 	default:
@@ -136,10 +155,10 @@ func main() {
 		close(held)
 	}
 	for n, errs, answers := 1, 0, 0; errs < *giveUp; n++ {
-		tools, err := c.turn(ctx)
+		a, err := c.turn(ctx)
 		if err == nil {
 			errs = 0
-			rep.write(line{N: n, OK: true, Tools: tools})
+			rep.write(line{N: n, OK: true, Tools: a.tools, Finish: a.finish, Text: a.text})
 			if answers++; answers == *turns {
 				<-held
 				os.Exit(0)
@@ -183,30 +202,33 @@ func (a *openAIAgent) params(msgs []openai.ChatCompletionMessageParamUnion) open
 		})}}
 }
 
-func (a *openAIAgent) turn(ctx context.Context) (int, error) {
+func (a *openAIAgent) turn(ctx context.Context) (answer, error) {
 	var msg openai.ChatCompletionMessage
+	var finish string
 	if a.stream {
 		s := a.client.Chat.Completions.NewStreaming(ctx, a.params(a.msgs))
 		var acc openai.ChatCompletionAccumulator
 		for s.Next() {
-			acc.AddChunk(s.Current())
+			if !acc.AddChunk(s.Current()) {
+				return answer{}, errors.New("a chunk the accumulator refused")
+			}
 		}
 		if err := s.Err(); err != nil {
-			return 0, err
+			return answer{}, err
 		}
 		if len(acc.Choices) == 0 {
-			return 0, errors.New("no choice in the answer")
+			return answer{}, errors.New("no choice in the answer")
 		}
-		msg = acc.Choices[0].Message
+		msg, finish = acc.Choices[0].Message, acc.Choices[0].FinishReason
 	} else {
 		cc, err := a.client.Chat.Completions.New(ctx, a.params(a.msgs))
 		if err != nil {
-			return 0, err
+			return answer{}, err
 		}
 		if len(cc.Choices) == 0 {
-			return 0, errors.New("no choice in the answer")
+			return answer{}, errors.New("no choice in the answer")
 		}
-		msg = cc.Choices[0].Message
+		msg, finish = cc.Choices[0].Message, cc.Choices[0].FinishReason
 	}
 	a.msgs = append(a.msgs, msg.ToParam())
 	for _, tc := range msg.ToolCalls {
@@ -215,7 +237,54 @@ func (a *openAIAgent) turn(ctx context.Context) (int, error) {
 	if len(msg.ToolCalls) == 0 {
 		a.msgs = append(a.msgs, openai.UserMessage("Go on."))
 	}
-	return len(msg.ToolCalls), nil
+	return answer{tools: len(msg.ToolCalls), finish: finish, text: len(msg.Content)}, nil
+}
+
+// responsesAgent is the openai agent on the Responses API: each turn's
+// input is the conversation so far as text.
+type responsesAgent struct {
+	*openAIAgent
+	input []responses.ResponseInputItemUnionParam
+}
+
+func (a *responsesAgent) turn(ctx context.Context) (answer, error) {
+	if a.input == nil {
+		a.input = append(a.input, responses.ResponseInputItemParamOfMessage("Find out what hermeskill is.", responses.EasyInputMessageRoleUser))
+	}
+	params := responses.ResponseNewParams{Model: a.model, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: a.input}}
+	var resp *responses.Response
+	var text string
+	if a.stream {
+		s := a.client.Responses.NewStreaming(ctx, params)
+		for s.Next() {
+			switch ev := s.Current(); ev.Type {
+			case "response.output_text.delta":
+				text += ev.Delta
+			case "response.completed", "response.incomplete", "response.failed":
+				r := ev.Response
+				resp = &r
+			}
+		}
+		if err := s.Err(); err != nil {
+			return answer{}, err
+		}
+		if resp == nil {
+			return answer{}, errors.New("the stream ended without its response")
+		}
+	} else {
+		r, err := a.client.Responses.New(ctx, params)
+		if err != nil {
+			return answer{}, err
+		}
+		resp, text = r, r.OutputText()
+	}
+	finish := string(resp.Status)
+	if resp.IncompleteDetails.Reason != "" {
+		finish += ":" + resp.IncompleteDetails.Reason
+	}
+	a.input = append(a.input, responses.ResponseInputItemParamOfMessage(text, responses.EasyInputMessageRoleAssistant),
+		responses.ResponseInputItemParamOfMessage("Go on.", responses.EasyInputMessageRoleUser))
+	return answer{finish: finish, text: len(text)}, nil
 }
 
 func (a *openAIAgent) hold(ctx context.Context, started chan<- struct{}) error {
@@ -246,24 +315,28 @@ func (a *anthropicAgent) params(msgs []anthropic.MessageParam) anthropic.Message
 			Properties: map[string]any{"query": map[string]any{"type": "string"}}, Required: []string{"query"}}, "web_search")}}
 }
 
-func (a *anthropicAgent) turn(ctx context.Context) (int, error) {
+func (a *anthropicAgent) turn(ctx context.Context) (answer, error) {
 	var msg anthropic.Message
 	if a.stream {
 		s := a.client.Messages.NewStreaming(ctx, a.params(a.msgs))
 		for s.Next() {
 			if err := msg.Accumulate(s.Current()); err != nil {
-				return 0, err
+				return answer{}, err
 			}
 		}
 		if err := s.Err(); err != nil {
-			return 0, err
+			return answer{}, err
 		}
 	} else {
 		m, err := a.client.Messages.New(ctx, a.params(a.msgs))
 		if err != nil {
-			return 0, err
+			return answer{}, err
 		}
 		msg = *m
+	}
+	text := 0
+	for _, b := range msg.Content {
+		text += len(b.Text)
 	}
 	a.msgs = append(a.msgs, msg.ToParam())
 	var results []anthropic.ContentBlockParamUnion
@@ -277,7 +350,7 @@ func (a *anthropicAgent) turn(ctx context.Context) (int, error) {
 		results = append(results, anthropic.NewTextBlock("Go on."))
 	}
 	a.msgs = append(a.msgs, anthropic.NewUserMessage(results...))
-	return tools, nil
+	return answer{tools: tools, finish: string(msg.StopReason), text: text}, nil
 }
 
 func (a *anthropicAgent) hold(ctx context.Context, started chan<- struct{}) error {
