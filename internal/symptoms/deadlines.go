@@ -86,6 +86,11 @@ func (e *Engine) NextDeadline() (at time.Time, ok bool) {
 			at, ok = d.at, true
 		}
 	}
+	if e.overBudget != nil {
+		if due := e.overBudgetSince.Add(OverBudgetSettle); !ok || due.Before(at) {
+			at, ok = due, true
+		}
+	}
 	return at, ok
 }
 
@@ -94,7 +99,7 @@ func (e *Engine) NextDeadline() (at time.Time, ok bool) {
 // shadow mode, where checks stay armed after a terminal symptom, it returns
 // one for every deadline that passed, earliest first.
 func (e *Engine) Tick(now time.Time) []Symptom {
-	var out []Symptom
+	out := e.overBudgetDue(now)
 	for {
 		d, ok := e.passed(now)
 		if !ok {

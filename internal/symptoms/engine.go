@@ -115,8 +115,9 @@ type Engine struct {
 	warned  map[Check]bool
 	fired   map[Check]bool
 	// overBudget is a budget's refusal that waits for the requests in
-	// flight to end (OverBudget).
-	overBudget *Symptom
+	// flight to end (OverBudget), until overBudgetSince + OverBudgetSettle.
+	overBudget      *Symptom
+	overBudgetSince time.Time
 	terminal   *Symptom
 	manual     bool // an operator's kill: real in every mode
 	log        []Symptom

@@ -169,6 +169,31 @@ func TestOverBudgetWaitsForRequestsInFlight(t *testing.T) {
 	require.Empty(t, e.WireSettled(now), "once")
 }
 
+// A request in flight that never ends (a stalled stream, an answer that
+// never comes) does not hold the kill of a run out of budget: the refusal
+// fires OverBudgetSettle after it, by the clock (NextDeadline, Tick).
+func TestOverBudgetDoesNotWaitForeverForRequestsInFlight(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	e := New(Config{Metered: true, Checks: config.Checks{Cost: &config.CostLimit{Kill: 0.10}}}, now)
+	require.Empty(t, e.RequestSent(now)) // forwarded, then stalls
+	require.Empty(t, e.RequestSent(now)) // refused
+	require.Empty(t, e.ResponseEnded(false, now))
+	require.Empty(t, e.OverBudget(Cost, "worst case does not fit", now))
+	require.Empty(t, e.WireSettled(now), "one request in flight")
+
+	at, ok := e.NextDeadline()
+	require.True(t, ok)
+	require.Equal(t, now.Add(OverBudgetSettle), at)
+	require.Empty(t, e.Tick(at.Add(-time.Millisecond)))
+	k := one(t, e.Tick(at))
+	require.Equal(t, Cost, k.Check)
+	require.Equal(t, Terminal, k.Severity)
+	require.Equal(t, "worst case does not fit; 1 requests still in flight after 30s", k.Message)
+	require.Empty(t, e.Tick(at.Add(time.Minute)), "once")
+	require.Empty(t, e.ResponseEnded(true, at), "the stalled request's end fires nothing more")
+	require.Empty(t, e.WireSettled(at))
+}
+
 // A refusal for a budget the run no longer has (lifted by a reload) or
 // for no budget check stops nothing.
 func TestOverBudgetWithoutThatBudget(t *testing.T) {

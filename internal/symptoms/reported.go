@@ -144,6 +144,9 @@ func (e *Engine) ObserveMetered(tokens uint64, costUSD float64, priced bool, mod
 // symptom waits for the last of them to end (ResponseEnded), so that their
 // answers reach the agent and their spend the certificate, then fires:
 // WireSettled says when, once each request's end and spend are applied.
+// It waits OverBudgetSettle at most: a stream that stalls (or an answer
+// that never comes) does not hold the kill of a run out of budget; Tick
+// fires it then, and NextDeadline includes that moment.
 func (e *Engine) OverBudget(check Check, message string, now time.Time) []Symptom {
 	out := e.Tick(now)
 	if (check == Cost && e.cfg.Cost == nil) || (check == Tokens && e.cfg.Tokens == nil) || (check != Cost && check != Tokens) {
@@ -151,8 +154,25 @@ func (e *Engine) OverBudget(check Check, message string, now time.Time) []Sympto
 	}
 	if e.overBudget == nil {
 		e.overBudget = &Symptom{Check: check, Severity: Terminal, Message: message}
+		e.overBudgetSince = now
 	}
 	return out
+}
+
+// OverBudgetSettle bounds how long a budget's refusal (OverBudget) waits
+// for the requests in flight before it fires. Their spend cannot pass the
+// budget meanwhile: each holds its reservation, and a stream is cut at
+// what the budget leaves it.
+const OverBudgetSettle = 30 * time.Second
+
+// overBudgetDue fires the refusal that waited OverBudgetSettle for
+// requests still in flight, saying how many.
+func (e *Engine) overBudgetDue(now time.Time) []Symptom {
+	if e.overBudget == nil || now.Before(e.overBudgetSince.Add(OverBudgetSettle)) {
+		return nil
+	}
+	e.overBudget.Message += fmt.Sprintf("; %d requests still in flight after %s", e.st.InFlight, OverBudgetSettle)
+	return e.settle(now)
 }
 
 // WireSettled fires a budget's refusal (OverBudget) once no request is in
@@ -162,6 +182,11 @@ func (e *Engine) WireSettled(now time.Time) []Symptom {
 	if e.overBudget == nil || e.st.InFlight > 0 {
 		return nil
 	}
+	return e.settle(now)
+}
+
+// settle fires the waiting refusal.
+func (e *Engine) settle(now time.Time) []Symptom {
 	s := *e.overBudget
 	e.overBudget = nil
 	s.At = now
