@@ -118,9 +118,9 @@ type Engine struct {
 	// flight to end (OverBudget), until overBudgetSince + OverBudgetSettle.
 	overBudget      *Symptom
 	overBudgetSince time.Time
-	terminal   *Symptom
-	manual     bool // an operator's kill: real in every mode
-	log        []Symptom
+	terminal        *Symptom
+	manual          bool // an operator's kill: real in every mode
+	log             []Symptom
 }
 
 // New starts evaluating at start (the agent's start time).
