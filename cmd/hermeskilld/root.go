@@ -104,7 +104,7 @@ Run many as a service and operate them:
 	})
 	root.AddCommand(newSupervise(), newDaemon(),
 		newPS(), newStatus(), newLogs(), newStop(), newStart(), newRestart(), newKill(), newEstop(), newRelease(),
-		newRevoke(), newRevocations(), newEvents(), newCerts(),
+		newRevoke(), newRevocations(), newBudgets(), newEvents(), newCerts(),
 		newCalibrate(), newAudit(), newKeygen(), newCheckConfig(), newVersion())
 	registerCompletions(root)
 	return root

@@ -129,6 +129,8 @@ type stateCollector struct {
 	source func() []AgentSample
 	outbox *outboxFigures
 	audit  func() (failed, dropped uint64)
+	// budgets, when set, are the budgets across runs (budgets.go).
+	budgets func() []BudgetSample
 }
 
 func (c *stateCollector) rejected() uint64 {
@@ -140,13 +142,14 @@ func (c *stateCollector) rejected() uint64 {
 
 func (c *stateCollector) write(e *expo) {
 	c.mu.Lock()
-	source, ob, audit := c.source, c.outbox, c.audit
+	source, ob, audit, budgets := c.source, c.outbox, c.audit, c.budgets
 	if ob != nil {
 		copied := *ob
 		ob = &copied
 	}
 	c.mu.Unlock()
 
+	writeBudgets(e, budgets)
 	if audit != nil {
 		failed, dropped := audit()
 		e.begin(famAuditLost)
