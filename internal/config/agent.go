@@ -106,6 +106,13 @@ type Gateway struct {
 	// (max_tokens and the like) is reserved against the budget (default
 	// 4096).
 	DefaultMaxOutputTokens int64 `yaml:"default_max_output_tokens"`
+
+	// ParentRun and Keys are never in a file: supervise sets them when it
+	// runs inside a supervised run whose gateway it forwards through
+	// (gateway.ParentFromEnv). ParentRun is that run's agent id; Keys are
+	// the upstreams' keys by name (the parent's handle).
+	ParentRun string
+	Keys      map[string]string
 }
 
 // On reports whether the gateway is configured.
