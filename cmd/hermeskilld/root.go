@@ -107,7 +107,7 @@ Prove this host can halt an agent:
 	})
 	root.AddCommand(newSupervise(), newDaemon(),
 		newPS(), newStatus(), newLogs(), newStop(), newStart(), newRestart(), newKill(), newEstop(), newRelease(),
-		newRevoke(), newRevocations(), newEvents(), newCerts(),
+		newRevoke(), newRevocations(), newBudgets(), newEvents(), newCerts(),
 		newCalibrate(), newAudit(), newKeygen(), newCheckConfig(), newSelftest(), newSelftestCanary(), newVersion())
 	registerCompletions(root)
 	return root

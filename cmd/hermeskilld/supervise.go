@@ -87,7 +87,13 @@ With a control plane (--control-plane-url, or control_plane in --config)
 certificates are POSTed to it through a durable outbox in --state-dir, and
 its kill directives are polled while the agent runs. At exit hermeskilld
 waits at most --flush-timeout for the delivery; what is left is delivered
-by the next run using the same --state-dir (it starts with them).`,
+by the next run using the same --state-dir (it starts with them).
+
+Started inside a supervised agent whose LLM gateway is on (a sub-agent),
+without --llm-upstream, it is a child run: its gateway forwards through the
+parent's, within a slice of the parent's budget the parent's gateway grants
+and enforces (never more than the parent has left); the parent is charged
+for it and its certificate lists it; the child's names its parent.`,
 		Example: `  hermeskilld supervise --heartbeat-timeout 30s --max-cost 5 -- python3 agent.py
   hermeskilld supervise --config agent.yaml --shadow -- ./agent`,
 		Args: cobra.MinimumNArgs(1),
@@ -128,6 +134,15 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // stderr
+	sl, err := subAgent(a, os.Environ())
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if sl != nil {
+		log.Info("sub-agent: its LLM traffic goes through the gateway of the run it was started in, within a slice of that run's budget",
+			zap.String("parent_run", sl.ParentRun), zap.Float64("max_cost_usd", sl.MaxCostUSD), zap.Int64("max_tokens", sl.MaxTokens))
+		defer sl.release(log) // after the run and its gateway: what it did not spend is the parent's again
+	}
 
 	sockDir, err := heartbeat.SupervisorDir(a.ID)
 	if errors.Is(err, heartbeat.ErrPathTooLong) {

@@ -70,13 +70,30 @@ type Certificate struct {
 	// SurvivorsUnknown, when set, says why Survivors is not known to be
 	// whole (the tree could not be listed): an empty list then proves
 	// nothing.
-	SurvivorsUnknown string       `json:"survivors_unknown,omitempty"`
-	Metered          *Metered     `json:"metered,omitempty"`
-	AuditAnchor      *AuditAnchor `json:"audit_anchor,omitempty"`
+	SurvivorsUnknown string   `json:"survivors_unknown,omitempty"`
+	Metered          *Metered `json:"metered,omitempty"`
+	// ParentRun is the run this one was started inside: the agent id of
+	// the supervised run whose gateway this run's LLM traffic went
+	// through (a sub-agent's supervise); empty for a top-level run.
+	ParentRun string `json:"parent_run,omitempty"`
+	// Children are the runs started inside this one whose LLM traffic
+	// went through its gateway, each with what it (and its own children)
+	// spent: all of it is in Metered too.
+	Children    []ChildRun   `json:"children,omitempty"`
+	AuditAnchor *AuditAnchor `json:"audit_anchor,omitempty"`
 	// InternalError is set when hermeskilld's own code serving the run
 	// panicked (check internal_error).
 	InternalError *InternalError `json:"internal_error,omitempty"`
 	Signature     *Signature     `json:"signature,omitempty"`
+}
+
+// ChildRun is what a run started inside another spent through the
+// other's gateway, as the other's gateway metered it.
+type ChildRun struct {
+	Run      string  `json:"run"` // its agent id
+	Requests int64   `json:"requests"`
+	Tokens   int64   `json:"tokens"`
+	CostUSD  float64 `json:"cost_usd"`
 }
 
 // InternalError is a panic recovered in hermeskilld's code serving the

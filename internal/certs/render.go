@@ -170,6 +170,16 @@ func (r *renderer) identity() {
 					u.InputTokens, u.CachedInputTokens, u.OutputTokens, u.CostUSD)
 			}
 		}
+		if c.ParentRun != "" {
+			fmt.Fprintf(tw, "parent run\t%s (its spend is the parent's too)\n", display.Clean(c.ParentRun))
+		}
+		for i, ch := range c.Children {
+			key := ""
+			if i == 0 {
+				key = "sub-agents"
+			}
+			fmt.Fprintf(tw, "%s\t%s: %d requests, %d tokens, $%.4f\n", key, display.Clean(ch.Run), ch.Requests, ch.Tokens, ch.CostUSD)
+		}
 		if a := c.AuditAnchor; a != nil {
 			fmt.Fprintf(tw, "audit log\tseq %d  sha256 %s\n", a.Seq, display.OrDash(display.Clean(a.SHA256)))
 		}

@@ -110,6 +110,13 @@ type Gateway struct {
 	// reuse, per upstream and in total (default: the gateway's bound on
 	// the agents' connections, the concurrency it admits).
 	UpstreamIdleConns int `yaml:"upstream_idle_conns"`
+
+	// ParentRun and Keys are never in a file: supervise sets them when it
+	// runs inside a supervised run whose gateway it forwards through
+	// (gateway.ParentFromEnv). ParentRun is that run's agent id; Keys are
+	// the upstreams' keys by name (the parent's handle).
+	ParentRun string
+	Keys      map[string]string
 }
 
 // On reports whether the gateway is configured.

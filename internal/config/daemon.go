@@ -42,9 +42,12 @@ type Daemon struct {
 	Logs         LogOpts       `yaml:"logs"`
 	// HeartbeatRate is heartbeat_rate: datagrams per second one agent may
 	// send before the rest are dropped and counted (default 1000).
-	HeartbeatRate int      `yaml:"heartbeat_rate"`
-	Defaults      Defaults `yaml:"defaults"` // agent settings every agent file inherits
-	Source        string   // the file it came from
+	HeartbeatRate int `yaml:"heartbeat_rate"`
+	// Budgets are the budgets across runs: what every matching run spends
+	// in a day or a month, against warn and kill amounts (budgets.go).
+	Budgets  []Budget `yaml:"budgets"`
+	Defaults Defaults `yaml:"defaults"` // agent settings every agent file inherits
+	Source   string   // the file it came from
 }
 
 // Control is who may use the control socket (yaml: control). Root always may.

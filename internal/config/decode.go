@@ -264,6 +264,9 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value, o options, s
 	case v.Type() == reflect.TypeFor[Defaults](): // an agent's keys, in the daemon file
 		v.Addr().Interface().(*Defaults).decode(d, n, path)
 		return
+	case v.Type() == reflect.TypeFor[[]Budget](): // a list of mappings
+		d.budgets(n, path, v)
+		return
 	case v.Kind() == reflect.Struct: // a section: key by key
 		d.mapping(n, path, v, sc)
 		return

@@ -220,7 +220,7 @@ func TestSchemaKeys(t *testing.T) {
 		"metrics", "metrics.listen", "metrics.agent_label_limit", "signing_key",
 		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox", "control_plane.fail_closed_after",
 		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens", "gateway.upstream_idle_conns",
-		"containment", "audit", "audit.max_bytes", "audit.keep", "logs", "logs.max_bytes", "logs.keep", "heartbeat_rate", "defaults",
+		"containment", "audit", "audit.max_bytes", "audit.keep", "logs", "logs.max_bytes", "logs.keep", "heartbeat_rate", "budgets", "defaults",
 	}, schemaKeys(reflect.TypeFor[Daemon](), ""))
 }
 

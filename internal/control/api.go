@@ -288,6 +288,30 @@ type LiftRequest struct {
 	Operator string `json:"operator,omitempty"`
 }
 
+// Budget is a budget across runs and its current window (GET
+// /v1/budgets): what the runs its selector matches spent since
+// window_start, against its amounts (0: not set). State is ok, warned,
+// tripped (its agents stopped, new ones refused until window_end) or
+// lifted (by an operator, until window_end); since is when it entered it.
+type Budget struct {
+	Name        string          `json:"name"`
+	Selector    labels.Selector `json:"selector"`
+	Per         string          `json:"per"` // day | month (UTC)
+	WindowStart time.Time       `json:"window_start"`
+	WindowEnd   time.Time       `json:"window_end"`
+	SpentUSD    float64         `json:"spent_usd"`
+	WarnUSD     float64         `json:"warn_usd,omitempty"`
+	KillUSD     float64         `json:"kill_usd,omitempty"`
+	State       string          `json:"state"`
+	Since       time.Time       `json:"since,omitzero"`
+}
+
+// BudgetLiftRequest lifts a tripped budget until its window rolls over.
+type BudgetLiftRequest struct {
+	Name     string `json:"name"`
+	Operator string `json:"operator,omitempty"`
+}
+
 // ReleaseRequest lets a quarantined agent (or, with Estop, every agent
 // held by the e-stop) start again.
 type ReleaseRequest struct {
@@ -421,6 +445,10 @@ type Backend interface {
 	Revoke(ctx context.Context, req RevokeRequest) (RevokeResult, error)
 	Revocations() []Revocation
 	Lift(req LiftRequest) error
+	// Budgets lists the budgets across runs; LiftBudget lifts a tripped
+	// one (ErrNotFound: no such budget; ErrConflict: not tripped).
+	Budgets() []Budget
+	LiftBudget(req BudgetLiftRequest) error
 	Certs(agentID string) ([]CertSummary, error)
 	// Cert returns the raw certificate file for an id (or a path under
 	// the certificates directory).

@@ -252,6 +252,17 @@ func (c *Client) Lift(ctx context.Context, req LiftRequest) error {
 	return c.do(ctx, http.MethodPost, "/v1/revocations/lift", req, nil)
 }
 
+// Budgets is GET /v1/budgets.
+func (c *Client) Budgets(ctx context.Context) ([]Budget, error) {
+	var v []Budget
+	return v, c.do(ctx, http.MethodGet, "/v1/budgets", nil, &v)
+}
+
+// LiftBudget is POST /v1/budgets/lift.
+func (c *Client) LiftBudget(ctx context.Context, req BudgetLiftRequest) error {
+	return c.do(ctx, http.MethodPost, "/v1/budgets/lift", req, nil)
+}
+
 // Certs is GET /v1/certs: every certificate, or an agent's when agentID is
 // not empty.
 func (c *Client) Certs(ctx context.Context, agentID string) ([]CertSummary, error) {

@@ -289,6 +289,28 @@ func (s *Server) lift(w http.ResponseWriter, r *http.Request, c Caller) error {
 	return nil
 }
 
+func (s *Server) budgets(w http.ResponseWriter, _ *http.Request, _ Caller) error {
+	return writeJSON(w, nonNil(s.b.Budgets()))
+}
+
+func (s *Server) liftBudget(w http.ResponseWriter, r *http.Request, c Caller) error {
+	var req BudgetLiftRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Name == "" {
+		return fmt.Errorf("%w: name the budget to lift", ErrBadInput)
+	}
+	req.Operator = c.Name
+	s.b.AuditRequest(c, r.Method, r.URL.Path, req)
+	s.log.Info("budget lift requested", zap.String("caller", c.Name), zap.String("budget", req.Name))
+	if err := s.b.LiftBudget(req); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 func (s *Server) certs(w http.ResponseWriter, r *http.Request, _ Caller) error {
 	list, err := s.b.Certs(r.URL.Query().Get("agent"))
 	if err != nil {

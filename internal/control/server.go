@@ -120,6 +120,8 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 	s.route(mux, "POST /v1/revoke", accessChange, "revoking agents", s.revoke)
 	s.route(mux, "GET /v1/revocations", accessRead, "listing revocations", s.revocations)
 	s.route(mux, "POST /v1/revocations/lift", accessChange, "lifting revocations", s.lift)
+	s.route(mux, "GET /v1/budgets", accessRead, "listing budgets", s.budgets)
+	s.route(mux, "POST /v1/budgets/lift", accessChange, "lifting budgets", s.liftBudget)
 	s.route(mux, "GET /v1/certs", accessRead, "listing certificates", s.certs)
 	s.route(mux, "GET /v1/certs/{id}", accessRead, "reading certificates", s.cert)
 	s.route(mux, "GET /v1/events", accessRead, "following events", s.events)

@@ -227,6 +227,9 @@ func (d *Daemon) reload() {
 			nc.StateDir, nc.RuntimeDir, nc.AgentsDir, nc.EstopFile = old.StateDir, old.RuntimeDir, old.AgentsDir, old.EstopFile
 			d.cfg = nc
 			d.mu.Unlock()
+			d.budgets.Configure(nc.Budgets, d.now())
+			d.saveBudgets()
+			d.pokeAll()
 		}
 	}
 	d.scanAgents(true)

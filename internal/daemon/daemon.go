@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hermeskill/hermeskilld/internal/audit"
+	"github.com/hermeskill/hermeskilld/internal/budgets"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/fdbudget"
@@ -48,10 +49,15 @@ type Daemon struct {
 	log     *zap.Logger
 	started time.Time
 
-	h       *host.Host // containment, runtime, keeper, records, gateway, control plane
-	held    *held
-	bus     *bus
-	systemd *client.Client
+	h    *host.Host // containment, runtime, keeper, records, gateway, control plane
+	held *held
+	bus  *bus
+	// budgets are the budgets across runs; budgetKick has their spend
+	// charged now (meterBudgets); now is the clock they are read with.
+	budgets    *budgets.Book
+	budgetKick chan struct{}
+	now        func() time.Time
+	systemd    *client.Client
 
 	certsDir, logsDir, socketsDir, estopFile string
 
@@ -103,6 +109,8 @@ func newDaemon(o Options, noProcesses bool) (*Daemon, error) {
 		socketsDir: filepath.Join(cfg.RuntimeDir, "agents"),
 		estopFile:  cfg.EstopFile,
 		bus:        newBus(),
+		budgetKick: make(chan struct{}, 1),
+		now:        time.Now,
 	}
 	d.starter = d.startRun
 	// What the daemon file needs from this host (its groups, the user of
@@ -129,6 +137,9 @@ func newDaemon(o Options, noProcesses bool) (*Daemon, error) {
 	if d.held, err = loadHeld(filepath.Join(cfg.StateDir, "held.json")); err != nil {
 		return nil, err
 	}
+	if d.budgets, err = budgets.Open(filepath.Join(cfg.StateDir, "budgets.json"), cfg.Budgets, d.now()); err != nil {
+		return nil, err
+	}
 	d.h, err = host.Open(host.Options{
 		Kind: host.Many, Log: d.log, Containment: cfg.Containment, NoProcesses: noProcesses,
 		StateDir: cfg.StateDir, CertsDir: d.certsDir, SigningKey: cfg.SigningKey,
@@ -140,6 +151,7 @@ func newDaemon(o Options, noProcesses bool) (*Daemon, error) {
 		return nil, settingError(cfg, err)
 	}
 	d.h.Metrics.SetSource(d.MetricsSamples)
+	d.h.Metrics.SetBudgetSource(d.budgetSamples)
 	d.systemd, _ = client.FromEnv() // our own supervisor (systemd); a no-op without one
 	return d, nil
 }
@@ -212,8 +224,10 @@ func (d *Daemon) Run(ctx context.Context, services ...Service) error {
 			}
 		})
 	}
+	budgetsDone := make(chan struct{})
+	go d.meterBudgets(budgetsDone)
 	stop := func(why string) error {
-		return d.shutdown(why, stopServer, func() { d.h.StopServices(); stopServices(); svcs.Wait() })
+		return d.shutdown(why, stopServer, func() { d.h.StopServices(); stopServices(); svcs.Wait() }, budgetsDone)
 	}
 
 	if _, err := os.Stat(d.estopFile); err == nil {
@@ -283,7 +297,7 @@ func (d *Daemon) watchdogTicker() *time.Ticker {
 // kills), and last the host (host.Close: the gateway, the poller, the
 // keeper, the audit log, which everything before may still write to).
 // (The event stream ends with the control server.)
-func (d *Daemon) shutdown(why string, stopServer func() error, stopServices func()) error {
+func (d *Daemon) shutdown(why string, stopServer func() error, stopServices func(), budgetsDone <-chan struct{}) error {
 	d.log.Info("daemon stopping: every agent goes through the ladder", zap.String("why", why))
 	d.systemd.Stopping()
 	d.systemd.Status("stopping agents")
@@ -305,6 +319,8 @@ func (d *Daemon) shutdown(why string, stopServer func() error, stopServices func
 		<-s.done
 	}
 	d.tasks.Wait()
+	<-budgetsDone
+	d.saveBudgets() // the runs' last spend, charged as each ended
 	err := d.h.Close()
 	d.log.Info("daemon stopped")
 	return err
@@ -325,6 +341,9 @@ type agentRun interface {
 	Reconfigure(a *config.Agent)
 	Status() supervisor.Status
 	PID() int
+	// Exceed stops the run for a limit decided outside it (a budget
+	// across runs).
+	Exceed(s symptoms.Symptom)
 }
 
 var _ agentRun = (*supervisor.Run)(nil)
@@ -345,6 +364,7 @@ func (d *Daemon) startRun(s *slot, a *config.Agent) (agentRun, error) {
 	o := d.h.RunOptions(a)
 	o.SocketDir, o.Credential, o.HeartbeatRate = filepath.Join(d.socketsDir, a.ID), cred, rate
 	o.StdoutSink, o.StderrSink = logw, logw
+	o.OnEvent = d.budgetEvents(o.OnEvent)
 	r, err := supervisor.Start(o)
 	if err != nil {
 		logw.Close()

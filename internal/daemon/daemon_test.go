@@ -33,6 +33,9 @@ type fakeRun struct {
 	out    supervisor.Outcome
 	killed atomic.Int32
 	reconf atomic.Pointer[config.Agent]
+	// exceeded is the limit Exceed was given; cost is the run's spend.
+	exceeded atomic.Pointer[symptoms.Symptom]
+	cost     atomic.Pointer[float64]
 	// onKill, when set, ends the run as a kill through the ladder would.
 	onKill func(r *fakeRun, operator, reason string)
 }
@@ -49,11 +52,29 @@ func (r *fakeRun) Kill(operator, reason string) {
 	}
 }
 func (r *fakeRun) HostStop(check symptoms.Check, _, reason string) { r.Kill(string(check), reason) }
-func (r *fakeRun) Reconfigure(a *config.Agent)                     { r.reconf.Store(a) }
-func (r *fakeRun) Status() supervisor.Status {
-	return supervisor.Status{ID: r.a.ID, State: supervisor.StateRunning, PID: r.pid, Mode: r.a.Mode}
+
+// Exceed ends the run as the ladder does after a limit's terminal symptom.
+func (r *fakeRun) Exceed(s symptoms.Symptom) {
+	r.exceeded.Store(&s)
+	s.Severity = symptoms.Terminal
+	r.end(supervisor.Outcome{Killed: true, Exit: procsup.ExitStatus{Signaled: true, Signal: 9}, Trigger: &s, Usage: r.usage()})
 }
-func (r *fakeRun) PID() int { return r.pid }
+func (r *fakeRun) Reconfigure(a *config.Agent) { r.reconf.Store(a) }
+func (r *fakeRun) Status() supervisor.Status {
+	return supervisor.Status{ID: r.a.ID, State: supervisor.StateRunning, PID: r.pid, Mode: r.a.Mode, Usage: r.usage()}
+}
+
+func (r *fakeRun) usage() supervisor.Usage {
+	var u supervisor.Usage
+	if c := r.cost.Load(); c != nil {
+		u.CostUSD = *c
+	}
+	return u
+}
+
+// spend sets what the run spent so far.
+func (r *fakeRun) spend(usd float64) { r.cost.Store(&usd) }
+func (r *fakeRun) PID() int          { return r.pid }
 
 // end ends the run with out (once).
 func (r *fakeRun) end(out supervisor.Outcome) {
@@ -106,8 +127,14 @@ func newTestDaemon(t *testing.T) (*Daemon, *fakes) {
 // is the same daemon restarted.
 func newTestDaemonIn(t *testing.T, root string) (*Daemon, *fakes) {
 	t.Helper()
-	cfg, err := config.ParseDaemon([]byte(fmt.Sprintf("state_dir: %s\nruntime_dir: %s\nagents_dir: %s\nestop_file: %s\n",
-		filepath.Join(root, "state"), filepath.Join(root, "run"), filepath.Join(root, "agents"), filepath.Join(root, "STOP"))),
+	return newTestDaemonWith(t, root, "")
+}
+
+// newTestDaemonWith is newTestDaemonIn with more of the daemon file.
+func newTestDaemonWith(t *testing.T, root, extra string) (*Daemon, *fakes) {
+	t.Helper()
+	cfg, err := config.ParseDaemon([]byte(fmt.Sprintf("state_dir: %s\nruntime_dir: %s\nagents_dir: %s\nestop_file: %s\n%s",
+		filepath.Join(root, "state"), filepath.Join(root, "run"), filepath.Join(root, "agents"), filepath.Join(root, "STOP"), extra)),
 		filepath.Join(root, "hk.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(cfg.AgentsDir, 0o755))

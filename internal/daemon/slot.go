@@ -54,6 +54,9 @@ type slot struct {
 	stopBy   *operatorStop       // an operator's stop or restart in flight
 	starters []chan startOutcome // operators waiting for the next start
 	logw     io.Closer           // the run's output log
+	// charged is what the live run spent that the budgets across runs
+	// were charged (its effective cost when last read).
+	charged float64
 }
 
 func newSlot(d *Daemon, a *config.Agent) *slot {
@@ -208,8 +211,9 @@ func (s *slot) sleep(delay time.Duration) {
 }
 
 // holdLocked is what holds the agent down from outside, and why: the
-// e-stop, an invalid file never applied, a standing revocation, a
-// quarantine, in that order ("" when nothing does).
+// e-stop, an invalid file never applied, a standing revocation, a tripped
+// budget across runs (shown as revoked), a quarantine, in that order (""
+// when nothing does).
 func (s *slot) holdLocked() (hold, note string) {
 	if q, ok := s.d.held.estop(); ok {
 		return control.StateEstopped, q.Reason
@@ -219,6 +223,9 @@ func (s *slot) holdLocked() (hold, note string) {
 	}
 	if r, ok := s.d.held.revokedFor(s.id, s.cfg.Labels); ok {
 		return control.StateRevoked, fmt.Sprintf("rule %s: %s", r.Rule, r.Reason)
+	}
+	if note, ok := s.d.budgetHold(s.cfg.Labels); ok {
+		return control.StateRevoked, note
 	}
 	if q, ok := s.d.held.quarantined(s.id); ok {
 		return control.StateQuarantined, q.Reason
@@ -247,7 +254,7 @@ func (s *slot) start() (agentRun, actions) {
 		s.d.publishState(s.id, act.publish, act.note)
 		return nil, act
 	}
-	s.run, s.started = r, time.Now()
+	s.run, s.started, s.charged = r, time.Now(), 0
 	s.runs++
 	act := s.stepLocked(event{kind: evStarted, pid: r.PID()})
 	s.d.publishState(s.id, act.publish, act.note)
@@ -257,6 +264,7 @@ func (s *slot) start() (agentRun, actions) {
 // ended applies the end of the live run: next decides what follows, and
 // those waiting for the end (and the start after) are told.
 func (s *slot) ended(out supervisor.Outcome) {
+	s.chargeEnded(out) // first: a budget it trips holds it (next reads the hold)
 	s.mu.Lock()
 	ev := event{kind: evRunEnded, out: out, ran: time.Since(s.started), manual: s.killedBy, revoking: s.revoking, stop: s.stopBy}
 	s.run = nil

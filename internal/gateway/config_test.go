@@ -178,7 +178,8 @@ func TestEnv(t *testing.T) {
 		"HERMESKILL_LLM_LOCAL_BASE_URL=" + base + "/local", "HERMESKILL_LLM_LOCAL_API_KEY=" + handle,
 		"OPENAI_BASE_URL=" + base + "/openai", "OPENAI_API_KEY=" + handle,
 		"ANTHROPIC_BASE_URL=" + base + "/claude-eu", "ANTHROPIC_API_KEY=" + handle,
-	}, env, "openai is named so; the first anthropic-style upstream is ANTHROPIC_*")
+		"HERMESKILL_LLM_RUN=a",
+	}, env, "openai is named so; the first anthropic-style upstream is ANTHROPIC_*; then the run, for a sub-agent's supervise")
 
 	other := gw.Grant("b", nil)
 	defer other.Close()

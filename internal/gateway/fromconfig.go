@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"go.uber.org/zap"
 
@@ -24,7 +25,7 @@ func FromConfig(c config.Gateway, log *zap.Logger) (*Gateway, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway upstream %q: %w", s, err)
 		}
-		u.KeyFile = c.KeyFiles[u.Name]
+		u.KeyFile, u.Key = c.KeyFiles[u.Name], c.Keys[u.Name]
 		names[u.Name] = true
 		cfg.Upstreams = append(cfg.Upstreams, u)
 	}
@@ -34,6 +35,9 @@ func FromConfig(c config.Gateway, log *zap.Logger) (*Gateway, error) {
 		}
 	}
 	if c.Prices != "" {
+		if abs, err := filepath.Abs(c.Prices); err == nil {
+			cfg.PricesFile = abs // given to the agents, who may run elsewhere
+		}
 		p, err := LoadPrices(c.Prices)
 		if err != nil {
 			return nil, fmt.Errorf("gateway prices: %w", err)

@@ -76,6 +76,9 @@ type Config struct {
 	// DefaultMaxOutputTokens is the output reserved for a request that
 	// names no output bound (DefaultMaxOutputTokens when 0).
 	DefaultMaxOutputTokens int64
+	// PricesFile is where Prices came from; given to the agents
+	// (EnvPrices), for the gateways of the runs they start.
+	PricesFile string
 	// MaxConns bounds the agents' connections open at once, and
 	// MaxConnsPerUser those of one local user (the owner of the client
 	// socket); a connection over either is answered 503 and closed.
@@ -179,7 +182,7 @@ func New(cfg Config) (*Gateway, error) {
 		if g.upstreams[u.Name] != nil {
 			return nil, fmt.Errorf("llm upstream %s: configured twice", u.Name)
 		}
-		up := &upstream{Upstream: u}
+		up := &upstream{Upstream: u, key: u.Key}
 		if u.KeyFile != "" {
 			key, err := LoadKey(u.KeyFile)
 			if err != nil {
@@ -388,7 +391,7 @@ func (g *Gateway) Grant(agentID string, obs Observer) *Grant {
 	_, _ = rand.Read(raw[:]) // never fails (crypto/rand)
 	handle := "hk-" + base64.RawURLEncoding.EncodeToString(raw[:])
 	gr := &Grant{g: g, agentID: agentID, handle: handle, sum: sha256.Sum256([]byte(handle)), obs: obs,
-		inflight: map[*flight]struct{}{}, models: map[string]*certs.ModelUsage{}}
+		mu: &sync.Mutex{}, inflight: map[*flight]struct{}{}, models: map[string]*certs.ModelUsage{}}
 	g.mu.Lock()
 	g.grants[gr.sum] = gr
 	g.mu.Unlock()

@@ -24,7 +24,13 @@ type Grant struct {
 	sum     [sha256.Size]byte
 	obs     Observer
 
-	mu       sync.Mutex
+	// mu is the grant's lock, shared by its slices (one lock for a run
+	// and its sub-agents: a slice's request is admitted against both).
+	mu *sync.Mutex
+	// parent is the grant this one is a slice of (Slice); nil for a run's
+	// own. slices are this grant's, in the order they were made.
+	parent   *Grant
+	slices   []*Grant
 	members  func() []int // the run's processes; nil: any connection may use the handle
 	revoked  *Revocation  // nil: not revoked
 	closed   bool
@@ -81,6 +87,9 @@ type cutError struct {
 	rev    *Revocation // set for a revocation
 	// budget is the budget a request did not fit in: "cost" or "tokens".
 	budget string
+	// slice: that budget is a sub-agent's slice, not its run's (the run
+	// is not stopped for it).
+	slice bool
 }
 
 func (e *cutError) Error() string { return e.msg }
@@ -121,6 +130,9 @@ func (gr *Grant) SetMembers(members func() []int) {
 func (gr *Grant) membersFunc() func() []int {
 	gr.mu.Lock()
 	defer gr.mu.Unlock()
+	for gr.parent != nil { // a slice is used from the run's tree: its sub-agent's supervise is in it
+		gr = gr.parent
+	}
 	return gr.members
 }
 
@@ -134,11 +146,18 @@ func (gr *Grant) AgentID() string { return gr.agentID }
 // ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY; any other upstream NAME as
 // HERMESKILL_LLM_<NAME>_BASE_URL and HERMESKILL_LLM_<NAME>_API_KEY (NAME
 // upper-cased, '-' as '_'). Entries are "KEY=VALUE", in the order of the
-// configured upstreams.
+// configured upstreams; then EnvRun, the grant's agent id, and EnvPrices,
+// the gateway's price file if it has one (for the gateway of a supervise
+// the agent starts: ParentFromEnv).
 func (gr *Grant) Env() []string {
-	out := make([]string, 0, 2*len(gr.g.env))
+	out := make([]string, 0, 2*len(gr.g.env)+2)
 	for _, e := range gr.g.env {
 		out = append(out, e.baseURL+"="+gr.g.baseURL(e.name), e.key+"="+gr.handle)
+	}
+	// For a supervise the agent starts (ParentFromEnv).
+	out = append(out, EnvRun+"="+gr.agentID)
+	if p := gr.g.cfg.PricesFile; p != "" {
+		out = append(out, EnvPrices+"="+p)
 	}
 	return out
 }
@@ -162,21 +181,36 @@ func (gr *Grant) Revoke(check, reason string) Revocation {
 	for fl := range gr.inflight {
 		fl.cancel(cause)
 	}
+	for _, s := range gr.slices { // the run's sub-agents lose their access with it
+		if s.revoked == nil {
+			s.revoked = rev
+			for fl := range s.inflight {
+				fl.cancel(cause)
+			}
+		}
+	}
 	return *rev
 }
 
 // Close forgets the handle once the run is over: its requests are refused
 // and those in flight cut. Metered still answers.
 func (gr *Grant) Close() {
-	gr.g.forget(gr)
+	gr.mu.Lock()
+	family := append([]*Grant{gr}, gr.slices...)
+	gr.mu.Unlock()
+	for _, x := range family {
+		gr.g.forget(x)
+	}
 	gr.mu.Lock()
 	defer gr.mu.Unlock()
-	if gr.closed {
-		return
-	}
-	gr.closed = true
-	for fl := range gr.inflight {
-		fl.cancel(errGrantClosed)
+	for _, x := range family {
+		if x.closed {
+			continue
+		}
+		x.closed = true
+		for fl := range x.inflight {
+			fl.cancel(errGrantClosed)
+		}
 	}
 }
 
@@ -202,13 +236,22 @@ func (gr *Grant) admit(fl *flight, res *reservation) *cutError {
 		return errGrantClosed
 	}
 	if res != nil {
-		if e := gr.overBudget(res); e != nil {
+		if e := gr.overBudget(res, spend{}); e != nil {
+			e.slice = gr.parent != nil
 			return e
 		}
+		if p := gr.parent; p != nil {
+			// What the slice has reserved in its run pays for it first.
+			if e := p.overBudget(res, gr.credit(res)); e != nil {
+				return e
+			}
+		}
 		fl.hold, fl.held = res, spend{tokens: res.in + res.out, usd: res.usd}
-		gr.holds++
-		gr.held.tokens += fl.held.tokens
-		gr.held.usd += fl.held.usd
+		for x := gr; x != nil; x = x.parent { // a slice's request is held in its run too
+			x.holds++
+			x.held.tokens += fl.held.tokens
+			x.held.usd += fl.held.usd
+		}
 	}
 	gr.inflight[fl] = struct{}{}
 	return nil
@@ -223,11 +266,12 @@ func (gr *Grant) admit(fl *flight, res *reservation) *cutError {
 // to a threshold checked after the fact): refusing every such request as
 // soon as a default no longer fits would end runs that had budget left.
 // Its overshoot is at most its own cost; a request with a bound has none.
-func (gr *Grant) overBudget(res *reservation) *cutError {
+func (gr *Grant) overBudget(res *reservation, credit spend) *cutError {
 	b := gr.budget
 	alone := !res.bounded && gr.holds == 0
+	out := gr.outstanding()
 	if b.CostUSD > 0 && res.priced {
-		used := gr.spent.usd + gr.held.usd
+		used := gr.spent.usd + gr.held.usd + out.usd - credit.usd
 		if used+res.usd > b.CostUSD+budgetSlack && !(alone && used < b.CostUSD) {
 			return &cutError{status: http.StatusTooManyRequests, code: "insufficient_quota", budget: "cost",
 				msg: fmt.Sprintf("hermeskilld: this request's worst case, $%.4f (%d input tokens estimated, %d output at most), "+
@@ -235,7 +279,7 @@ func (gr *Grant) overBudget(res *reservation) *cutError {
 		}
 	}
 	if b.Tokens > 0 {
-		used := gr.spent.tokens + gr.held.tokens
+		used := gr.spent.tokens + gr.held.tokens + out.tokens - credit.tokens
 		if used+res.in+res.out > b.Tokens && !(alone && used < b.Tokens) {
 			return &cutError{status: http.StatusTooManyRequests, code: "insufficient_quota", budget: "tokens",
 				msg: fmt.Sprintf("hermeskilld: this request's worst case, %d tokens (%d input estimated, %d output at most), "+
@@ -285,8 +329,10 @@ func (gr *Grant) grow(fl *flight, now, prev spend, priced bool) *budgetCut {
 	} else {
 		grown.tokens, grown.usd = max(grown.tokens, now.tokens), max(grown.usd, now.usd)
 	}
-	gr.held.tokens += grown.tokens - fl.held.tokens
-	gr.held.usd += grown.usd - fl.held.usd
+	for x := gr; x != nil; x = x.parent { // a slice's stream is held in its run too
+		x.held.tokens += grown.tokens - fl.held.tokens
+		x.held.usd += grown.usd - fl.held.usd
+	}
 	fl.held = grown
 	return c
 }
@@ -313,17 +359,19 @@ func (gr *Grant) unhold(fl *flight) {
 	if fl == nil || fl.hold == nil {
 		return
 	}
-	gr.held.tokens -= fl.held.tokens
-	gr.held.usd -= fl.held.usd
-	fl.hold, fl.held = nil, spend{}
-	if gr.holds--; gr.holds == 0 { // no sum of floats drifts while nothing is held
-		gr.held = spend{}
+	for x := gr; x != nil; x = x.parent {
+		x.held.tokens -= fl.held.tokens
+		x.held.usd -= fl.held.usd
+		if x.holds--; x.holds == 0 { // no sum of floats drifts while nothing is held
+			x.held = spend{}
+		}
 	}
+	fl.hold, fl.held = nil, spend{}
 }
 
 // arrived tells a TrafficObserver that a request arrived at.
 func (gr *Grant) arrived(at time.Time) {
-	if to, ok := gr.obs.(TrafficObserver); ok {
+	if to, ok := gr.root().obs.(TrafficObserver); ok {
 		to.Arrived(at)
 	}
 }
@@ -331,7 +379,7 @@ func (gr *Grant) arrived(at time.Time) {
 // gone tells a TrafficObserver that a request that arrived ended at
 // without a record.
 func (gr *Grant) gone(at time.Time) {
-	if to, ok := gr.obs.(TrafficObserver); ok {
+	if to, ok := gr.root().obs.(TrafficObserver); ok {
 		to.Gone(at)
 	}
 }
@@ -341,6 +389,27 @@ func (gr *Grant) gone(at time.Time) {
 func (gr *Grant) report(rec Record, fl *flight) {
 	gr.mu.Lock()
 	gr.unhold(fl)
+	if p := gr.parent; p != nil {
+		// A slice's request is its run's too: counted in both, told to
+		// the run's observer (its budgets count its sub-agents).
+		gr.countLocked(rec)
+		rec.Child = gr.agentID
+		p.countLocked(rec)
+		gr.mu.Unlock()
+		if p.obs != nil {
+			p.obs.Request(rec)
+		}
+		return
+	}
+	gr.countLocked(rec)
+	gr.mu.Unlock()
+	if gr.obs != nil {
+		gr.obs.Request(rec)
+	}
+}
+
+// countLocked counts rec in the grant's figures (gr.mu held).
+func (gr *Grant) countLocked(rec Record) {
 	if !rec.Refused {
 		gr.spent.tokens += rec.Tokens()
 		gr.spent.usd += rec.CostUSD
@@ -387,16 +456,16 @@ func (gr *Grant) report(rec Record, fl *flight) {
 			}
 		}
 	}
-	gr.mu.Unlock()
-	if gr.obs != nil {
-		gr.obs.Request(rec)
-	}
 }
 
 // Metered is a snapshot of what the grant's requests used so far.
 func (gr *Grant) Metered() Metered {
 	gr.mu.Lock()
 	defer gr.mu.Unlock()
+	return gr.meteredLocked()
+}
+
+func (gr *Grant) meteredLocked() Metered {
 	m := Metered{Incomplete: gr.incomplete, InFlight: len(gr.inflight), Metered: certs.Metered{Requests: gr.requests, Refused: gr.refused, Errors: gr.errors,
 		UsageUnknown: gr.usageUnknown, StreamsCut: gr.streamsCut, OvershootTokens: gr.overshootTokens, OvershootUSD: gr.overshootUSD,
 		CostKnown: gr.usageUnknown == 0, FirstRequestAt: gr.first, LastRequestAt: gr.last,
@@ -411,5 +480,9 @@ func (gr *Grant) Metered() Metered {
 		m.CostKnown = m.CostKnown && mu.Priced
 	}
 	sort.Slice(m.Models, func(i, j int) bool { return m.Models[i].Model < m.Models[j].Model })
+	for _, s := range gr.slices {
+		sm := s.meteredLocked()
+		m.Children = append(m.Children, certs.ChildRun{Run: s.agentID, Requests: sm.Requests, Tokens: sm.Tokens, CostUSD: sm.CostUSD})
+	}
 	return m
 }

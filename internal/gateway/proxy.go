@@ -65,6 +65,10 @@ var discardLog = log.New(io.Discard, "", 0)
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	name, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
+	if name == slicesPrefix {
+		g.serveSlices(w, r, rest)
+		return
+	}
 	up := g.upstreams[name]
 	if up == nil {
 		problem{status: http.StatusNotFound, code: "unknown_upstream",
@@ -152,7 +156,10 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	fl := &flight{cancel: cancel}
 	if cut := gr.admit(fl, res); cut != nil {
 		if cut.budget != "" {
-			rec.OverBudget, rec.Err = cut.budget, cut.msg
+			rec.Err = cut.msg
+			if !cut.slice {
+				rec.OverBudget = cut.budget
+			}
 		}
 		g.refuse(w, gr, up, rec, cut.problem())
 		return
@@ -190,7 +197,7 @@ func (g *Gateway) recoverRequest(gr *Grant) {
 	e := fault.Recovered(fault.GatewayMeter, v)
 	g.log.Error("internal error: the gateway panicked on a request; its run is killed",
 		zap.String("agent", gr.agentID), zap.String("panic", e.Panic), zap.String("stack", e.Stack))
-	if fo, ok := gr.obs.(FaultObserver); ok {
+	if fo, ok := gr.root().obs.(FaultObserver); ok {
 		fo.Fault(e)
 	}
 	panic(http.ErrAbortHandler)

@@ -111,6 +111,9 @@ type Record struct {
 	// closed, or the gateway shut down, or it was a stream whose running
 	// cost crossed the budget (OverBudget), and was ended by the gateway.
 	Cut bool
+	// Child is the run started inside the grant's run (a slice of it:
+	// Grant.Slice) whose request this was, or empty: the run's own.
+	Child string
 }
 
 // Tokens is every input and output token of the request.
@@ -130,7 +133,8 @@ type ToolCall struct {
 }
 
 // Metered is a snapshot of what a grant's requests used: the certificate's
-// metered block, and what only the gateway counts. It is not written as
+// metered block, what its children spent of it, and what only the gateway
+// counts. It is not written as
 // JSON (certs.Metered's MarshalJSON would leave Incomplete out).
 type Metered struct {
 	certs.Metered
@@ -140,6 +144,10 @@ type Metered struct {
 	// InFlight counts the requests forwarded upstream whose response has
 	// not ended yet.
 	InFlight int
+	// Children are what the runs started inside this one spent through
+	// its gateway (its slices: Grant.Slice), by run; included in the
+	// totals.
+	Children []certs.ChildRun
 }
 
 // Revocation is what Grant.Revoke did.

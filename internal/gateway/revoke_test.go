@@ -208,7 +208,7 @@ func TestShutdownClosesStreams(t *testing.T) {
 	recs := newRecords()
 	gr := gw.Grant("a", recs)
 	env := gr.Env()
-	require.Len(t, env, 2)
+	require.Len(t, env, 3) // base URL, handle, run
 
 	agent := &http.Client{Transport: &http.Transport{}}
 	defer agent.CloseIdleConnections()

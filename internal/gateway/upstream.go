@@ -30,6 +30,10 @@ type Upstream struct {
 	// KeyFile holds the provider key (LoadKey); empty: requests go without
 	// a key (a local model server).
 	KeyFile string
+	// Key is the key itself, when it is not in a file: the handle of the
+	// parent run's grant, for a gateway that forwards through its parent's
+	// (ParentFromEnv). KeyFile wins.
+	Key string
 }
 
 // ParseUpstream parses the flag form "NAME=URL" or

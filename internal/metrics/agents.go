@@ -132,6 +132,8 @@ type stateCollector struct {
 	source func() []AgentSample
 	outbox *outboxFigures
 	audit  func() (failed, dropped uint64)
+	// budgets, when set, are the budgets across runs (budgets.go).
+	budgets func() []BudgetSample
 }
 
 func (c *stateCollector) rejected() uint64 {
@@ -143,7 +145,7 @@ func (c *stateCollector) rejected() uint64 {
 
 func (c *stateCollector) write(e *expo) {
 	c.mu.Lock()
-	source, ob, audit := c.source, c.outbox, c.audit
+	source, ob, audit, budgets := c.source, c.outbox, c.audit, c.budgets
 	if ob != nil {
 		copied := *ob
 		ob = &copied
@@ -155,6 +157,7 @@ func (c *stateCollector) write(e *expo) {
 		e.sample(famShortages.name, float64(fdbudget.Shortages(w)), "where", w)
 	}
 
+	writeBudgets(e, budgets)
 	if audit != nil {
 		failed, dropped := audit()
 		e.begin(famAuditLost)

@@ -210,8 +210,10 @@ func (r *Run) baseCertificate(t symptoms.Symptom, st runState, procs []procfs.Pr
 	if r.stdout.captured() || r.stderr.captured() {
 		c.LastOutput = &certs.LastOutput{Stdout: r.stdout.tail.String(), Stderr: r.stderr.tail.String()}
 	}
+	c.ParentRun = a.Gateway.ParentRun
 	if r.grant != nil {
-		c.Metered = certMetered(r.grant.Metered())
+		m := r.grant.Metered()
+		c.Metered, c.Children = certMetered(m), m.Children
 	}
 	if r.o.AuditHead != nil {
 		c.AuditAnchor = r.o.AuditHead()

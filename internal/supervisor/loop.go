@@ -85,6 +85,8 @@ type loop struct {
 	exited <-chan struct{}
 	kills  chan killReq
 	reconf chan *config.Agent
+	// limits are terminal symptoms decided outside the run (Run.Exceed).
+	limits chan symptoms.Symptom
 
 	// ladder is the ladder in flight, once the run is stopping: the
 	// kill's (kill) or the cleanup's after the main process's own exit.
@@ -117,7 +119,7 @@ type loop struct {
 func newLoop(log *zap.Logger, a *config.Agent, engine *symptoms.Engine, eff effects, base Status,
 	msgs <-chan *heartbeat.Received, exited <-chan struct{}) *loop {
 	l := &loop{log: log, a: a, engine: engine, eff: eff, base: base, msgs: msgs, exited: exited,
-		kills: make(chan killReq, 1), reconf: make(chan *config.Agent, 1), state: StateRunning}
+		kills: make(chan killReq, 1), reconf: make(chan *config.Agent, 1), limits: make(chan symptoms.Symptom, 1), state: StateRunning}
 	l.publish()
 	return l
 }
@@ -169,6 +171,8 @@ func (l *loop) run() Outcome {
 				s, _ = l.engine.Manual(k.operator, k.reason, l.at(time.Now()))
 			}
 			l.handle([]symptoms.Symptom{s})
+		case s := <-l.limits:
+			l.handle(l.engine.Exceeded(s, l.at(time.Now())))
 		case a := <-l.reconf:
 			l.reconfigure(a)
 		case e := <-l.faults:

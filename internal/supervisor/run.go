@@ -372,6 +372,19 @@ func (r *Run) HostStop(check symptoms.Check, observed, reason string) {
 	}
 }
 
+// Exceed stops the run for a limit decided outside it, as one of its own
+// checks would (a terminal symptom s of s.Check, with its observed value,
+// threshold and message; in shadow mode a shadow certificate only): the
+// daemon's budgets across runs (check budget). Only the first one
+// pending counts.
+func (r *Run) Exceed(s symptoms.Symptom) {
+	select {
+	case r.loop.limits <- s:
+	case <-r.done:
+	default: // one is pending already
+	}
+}
+
 // Hurry skips the remaining graces of the ladder, now or when it starts,
 // straight to SIGKILL (a second Ctrl-C).
 func (r *Run) Hurry() { r.hurryOnce.Do(func() { close(r.hurry) }) }

@@ -239,6 +239,15 @@ func (e *Engine) HostStop(check Check, observed, msg string, now time.Time) (s S
 	return s, first
 }
 
+// Exceeded is a limit decided outside the run (check Budget: a budget
+// across runs its spend belongs to): a terminal symptom at now, once per
+// check, like the run's own checks.
+func (e *Engine) Exceeded(s Symptom, now time.Time) []Symptom {
+	out := e.Tick(now)
+	s.At, s.Severity = now, Terminal
+	return append(out, e.fire(s)...)
+}
+
 // Observe applies one authenticated message received at now and returns
 // the symptoms it caused. Deadlines are evaluated at now first, so a
 // heartbeat read after its deadline passed cannot rescue the agent.

@@ -40,10 +40,14 @@ const (
 	ToolLoop         Check = "tool_loop"
 	ErrorStreak      Check = "error_streak"
 	Steps            Check = "steps"
-	SelfReported     Check = "self_reported"
-	StopTimeout      Check = "stop_timeout"
-	Manual           Check = "manual"
-	External         Check = "external"
+	// Budget: a budget across runs (the daemon's budgets:) that this run's
+	// spend, with the other runs it matches, crossed. Decided by the
+	// daemon, outside the run (Engine.Exceeded).
+	Budget       Check = "budget"
+	SelfReported Check = "self_reported"
+	StopTimeout  Check = "stop_timeout"
+	Manual       Check = "manual"
+	External     Check = "external"
 	// InternalError: hermeskilld's own code serving the run panicked (its
 	// loop, its ladder, its slot in the daemon, the gateway's metering of
 	// its requests). The run is killed in every mode: fail closed.

@@ -46,6 +46,7 @@ type Backend struct {
 	nextSub  int
 	estopped bool
 	revoked  []control.Revocation
+	budgets  []control.Budget
 	logs     map[string][]byte // agent id -> its output
 	nextPID  int
 
@@ -276,6 +277,38 @@ func (b *Backend) Lift(req control.LiftRequest) error {
 		}
 	}
 	return fmt.Errorf("%w: %s", control.ErrNotFound, req.Rule)
+}
+
+// SetBudgets sets what Budgets lists.
+func (b *Backend) SetBudgets(list ...control.Budget) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.budgets = append([]control.Budget(nil), list...)
+}
+
+// Budgets lists what SetBudgets set.
+func (b *Backend) Budgets() []control.Budget {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]control.Budget(nil), b.budgets...)
+}
+
+// LiftBudget marks a tripped budget lifted.
+func (b *Backend) LiftBudget(req control.BudgetLiftRequest) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, "lift-budget")
+	for i := range b.budgets {
+		if b.budgets[i].Name != req.Name {
+			continue
+		}
+		if b.budgets[i].State != "tripped" {
+			return fmt.Errorf("%w: budget %s is not tripped", control.ErrConflict, req.Name)
+		}
+		b.budgets[i].State, b.budgets[i].Since = "lifted", time.Now().UTC()
+		return nil
+	}
+	return fmt.Errorf("%w: no budget %q", control.ErrNotFound, req.Name)
 }
 
 func (b *Backend) Release(req control.ReleaseRequest) error {
