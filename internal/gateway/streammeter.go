@@ -63,6 +63,7 @@ func (m *chatStream) event(data []byte) bool {
 			Delta struct {
 				ToolCalls []chatToolCall `json:"tool_calls"`
 			} `json:"delta"`
+			FinishReason *string `json:"finish_reason"`
 		} `json:"choices"`
 		Usage *usageOpenAI     `json:"usage"`
 		Error *json.RawMessage `json:"error"`
@@ -78,6 +79,9 @@ func (m *chatStream) event(data []byte) bool {
 		m.r.model = c.Model
 	}
 	for _, ch := range c.Choices {
+		if ch.FinishReason != nil {
+			m.r.addFinish(*ch.FinishReason)
+		}
 		for _, tc := range ch.Delta.ToolCalls {
 			if call := m.call(ch.Index, tc.Index); call != nil {
 				if tc.Function.Name != "" {
@@ -190,6 +194,7 @@ func (m *messagesStream) event(data []byte) bool {
 		Delta        *struct {
 			Type        string `json:"type"`
 			PartialJSON string `json:"partial_json"`
+			StopReason  string `json:"stop_reason"`
 		} `json:"delta"`
 		Usage *usageAnthropic `json:"usage"`
 		Error *struct {
@@ -227,6 +232,9 @@ func (m *messagesStream) event(data []byte) bool {
 			delete(m.open, e.Index)
 		}
 	case "message_delta":
+		if e.Delta != nil && e.Delta.StopReason != "" {
+			m.r.finish = append(m.r.finish[:0], e.Delta.StopReason)
+		}
 		if e.Usage != nil {
 			m.tally.add(e.Usage)
 			m.tally.apply(&m.r)
