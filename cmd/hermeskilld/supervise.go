@@ -26,6 +26,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
+	"github.com/hermeskill/hermeskilld/internal/telemetry"
 	"github.com/hermeskill/hermeskilld/internal/tty"
 )
 
@@ -33,6 +34,7 @@ type superviseFlags struct {
 	id, configFile, certsDir, auditLog string
 	terminationLog                     string
 	metricsListen, signingKey          string
+	otlpEndpoint                       string
 	containment                        string
 	shadow, preserveStatus             bool
 	log                                logFlags
@@ -87,7 +89,12 @@ With a control plane (--control-plane-url, or control_plane in --config)
 certificates are POSTed to it through a durable outbox in --state-dir, and
 its kill directives are polled while the agent runs. At exit hermeskilld
 waits at most --flush-timeout for the delivery; what is left is delivered
-by the next run using the same --state-dir (it starts with them).`,
+by the next run using the same --state-dir (it starts with them).
+
+With OpenTelemetry (--otlp-endpoint, or the standard OTEL_EXPORTER_OTLP_*
+variables) every event, the certificate and each LLM request through the
+gateway are exported over OTLP/HTTP; at exit hermeskilld waits at most 1s
+for what is still queued, and counts what it could not export.`,
 		Example: `  hermeskilld supervise --heartbeat-timeout 30s --max-cost 5 -- python3 agent.py
   hermeskilld supervise --config agent.yaml --shadow -- ./agent`,
 		Args: cobra.MinimumNArgs(1),
@@ -110,6 +117,7 @@ by the next run using the same --state-dir (it starts with them).`,
 	fl.StringVar(&f.auditLog, "audit-log", "", "append a hash-chained audit log of every event to FILE")
 	fl.StringVar(&f.signingKey, "signing-key", "", "sign certificates with this Ed25519 key (see hermeskilld keygen)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
+	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export certificates, events and LLM requests over OpenTelemetry to this OTLP/HTTP URL (default $OTEL_EXPORTER_OTLP_ENDPOINT; see docs/telemetry.md)")
 	fl.BoolVar(&f.shadow, "shadow", false, "shadow mode: record would-be kills as certificates, signal nothing")
 	fl.BoolVar(&f.preserveStatus, "preserve-status", false, "exit with the agent's own status even when a check killed it and it exited 0 (otherwise 124)")
 	fl.StringVar(&f.containment, "containment", "auto", "auto, cgroup (fail without a writable cgroup v2) or pgroup")
@@ -128,6 +136,10 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck // stderr
+	otel, err := f.telemetry()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 
 	sockDir, err := heartbeat.SupervisorDir(a.ID)
 	if errors.Is(err, heartbeat.ErrPathTooLong) {
@@ -151,7 +163,9 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	tt := tty.Open(os.Stdin, log)
 	defer tt.Restore()
 
-	h, err := host.Open(f.hostOptions(a, log))
+	ho := f.hostOptions(a, log)
+	ho.Telemetry, ho.Version = otel, versionString()
+	h, err := host.Open(ho)
 	if err != nil {
 		return &exitError{code: exitUsage, err: f.settingError(err)}
 	}
@@ -211,6 +225,17 @@ func (f *superviseFlags) hostOptions(a *config.Agent, log *zap.Logger) host.Opti
 		o.Metrics = host.MetricsOptions(1)
 	}
 	return o
+}
+
+// telemetry is the OpenTelemetry export of --otlp-endpoint and the
+// OTEL_* environment.
+func (f *superviseFlags) telemetry() (telemetry.Config, error) {
+	if f.otlpEndpoint != "" {
+		if err := telemetry.CheckEndpoint(f.otlpEndpoint); err != nil {
+			return telemetry.Config{}, fmt.Errorf("--otlp-endpoint: %w", err)
+		}
+	}
+	return telemetry.Resolve(telemetry.Settings{Endpoint: f.otlpEndpoint}, nil)
 }
 
 // certsDirOrDefault is --certs-dir, or its default.

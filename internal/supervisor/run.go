@@ -414,6 +414,9 @@ func (r *Run) emit(e Event) {
 		e.Time = time.Now()
 	}
 	e.AgentID = r.id
+	if r.o.Agent != nil {
+		e.Labels = r.o.Agent.Labels
+	}
 	if r.proc != nil {
 		e.PID = r.proc.PID()
 	}
