@@ -82,6 +82,11 @@ func Resolve(s Settings, getenv func(string) string) (Config, error) {
 	if s.Endpoint != "" {
 		base, baseVar = s.Endpoint, "endpoint"
 	}
+	if base != "" {
+		if err := checkURL(base); err != nil {
+			return c, fmt.Errorf("%w: %s: %w", ErrConfig, baseVar, err)
+		}
+	}
 	common, err := headers(getenv, "OTEL_EXPORTER_OTLP_HEADERS")
 	if err != nil {
 		return c, err

@@ -178,4 +178,3 @@ service:
 	}, 20*time.Second, 10*time.Millisecond, "the collector's OTLP receiver never listened")
 	return "http://" + addr, s
 }
-
