@@ -58,7 +58,7 @@ func TestResolve(t *testing.T) {
 		`OTEL_EXPORTER_OTLP_ENDPOINT: "c:4318" must be an absolute http(s) URL`:              {"OTEL_EXPORTER_OTLP_ENDPOINT": "c:4318"},
 		`OTEL_EXPORTER_OTLP_HEADERS: "novalue" is not key=value`:                             {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_HEADERS": "novalue"},
 		"OTEL_EXPORTER_OTLP_TIMEOUT=10s: must be a number of milliseconds":                   {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TIMEOUT": "10s"},
-		"OTEL_LOGS_EXPORTER=console: hermeskilld exports only otlp":                           {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_LOGS_EXPORTER": "console"},
+		"OTEL_LOGS_EXPORTER=console: hermeskilld exports only otlp":                          {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_LOGS_EXPORTER": "console"},
 	} {
 		_, err := Resolve(Settings{}, env(kv))
 		require.ErrorIs(t, err, ErrConfig, name)
