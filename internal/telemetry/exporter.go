@@ -37,6 +37,9 @@ type exporter struct {
 	exported atomic.Uint64
 	failed   atomic.Uint64
 	lastErr  atomic.Pointer[string]
+	// final: hermeskilld is exiting; a failed batch is not retried (a
+	// collector that is down must not hold the exit for its bound).
+	final atomic.Bool
 }
 
 var (
@@ -84,7 +87,7 @@ func (e *exporter) send(ctx context.Context, body []byte, n int) error {
 		if err == nil {
 			return nil
 		}
-		if !retry {
+		if !retry || e.final.Load() {
 			return e.fail(n, err)
 		}
 		if after > 0 {

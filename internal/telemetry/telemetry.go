@@ -170,6 +170,11 @@ func (e *Exporter) take(x *exporter) bool {
 func (e *Exporter) Shutdown(ctx context.Context) {
 	e.stopOnce.Do(func() {
 		e.stopped.Store(true)
+		for _, x := range []*exporter{e.logs, e.spans} {
+			if x != nil {
+				x.final.Store(true)
+			}
+		}
 		close(e.stop)
 		select {
 		case <-e.done:
