@@ -45,6 +45,12 @@ test: test-go test-python test-node test-install test-fuzz
 # test is skipped, saying so, but fails under HK_REQUIRE_NPM_AGENTS=1 (CI).
 HK_REQUIRE_NPM_AGENTS ?= $(if $(CI),1)
 #
+# internal/telemetry/collectortest is one too: a real OpenTelemetry
+# Collector (otelcol, its OTLP receiver) built from its Go modules receives
+# what `hermeskilld supervise` and `hermeskilld daemon` export. It runs
+# without the race detector: the collector's compile under it is several
+# times slower, and hermeskilld runs there as a separate process anyway.
+#
 # The alert rules' tests (internal/metrics) run promtool: under CI (CI set;
 # .ci/run installs the Debian package prometheus, which ships it) they fail
 # without it, elsewhere they are skipped, saying so.
@@ -67,6 +73,7 @@ test-go:
 		$$($(GO) list ./... | grep -v /tools/benchcompare)
 	$(GO) test -count=1 -timeout 5m ./tools/benchcompare/
 	cd internal/gateway/sdktest && HK_REQUIRE_NPM_AGENTS=$(HK_REQUIRE_NPM_AGENTS) $(GO) test -race -count=1 -timeout 5m ./...
+	cd internal/telemetry/collectortest && $(GO) test -count=1 -timeout 5m ./...
 
 # The long loops of the guarantees (make test runs a short loop of each):
 # 50 cooperative stops per containment mode and blocking call, 50 SIGKILLs

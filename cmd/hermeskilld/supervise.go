@@ -26,6 +26,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
+	"github.com/hermeskill/hermeskilld/internal/telemetry"
 	"github.com/hermeskill/hermeskilld/internal/tty"
 )
 
@@ -33,6 +34,7 @@ type superviseFlags struct {
 	id, configFile, certsDir, auditLog string
 	terminationLog                     string
 	metricsListen, signingKey          string
+	otlpEndpoint                       string
 	containment                        string
 	shadow, preserveStatus             bool
 	log                                logFlags
@@ -93,7 +95,12 @@ Started inside a supervised agent whose LLM gateway is on (a sub-agent),
 without --llm-upstream, it is a child run: its gateway forwards through the
 parent's, within a slice of the parent's budget the parent's gateway grants
 and enforces (never more than the parent has left); the parent is charged
-for it and its certificate lists it; the child's names its parent.`,
+for it and its certificate lists it; the child's names its parent.
+
+With OpenTelemetry (--otlp-endpoint, or the standard OTEL_EXPORTER_OTLP_*
+variables) every event, the certificate and each LLM request through the
+gateway are exported over OTLP/HTTP; at exit hermeskilld waits at most 1s
+for what is still queued, and counts what it could not export.`,
 		Example: `  hermeskilld supervise --heartbeat-timeout 30s --max-cost 5 -- python3 agent.py
   hermeskilld supervise --config agent.yaml --shadow -- ./agent`,
 		Args: cobra.MinimumNArgs(1),
@@ -116,6 +123,7 @@ for it and its certificate lists it; the child's names its parent.`,
 	fl.StringVar(&f.auditLog, "audit-log", "", "append a hash-chained audit log of every event to FILE")
 	fl.StringVar(&f.signingKey, "signing-key", "", "sign certificates with this Ed25519 key (see hermeskilld keygen)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics on HOST:PORT (/metrics)")
+	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export certificates, events and LLM requests over OpenTelemetry to this OTLP/HTTP URL (default $OTEL_EXPORTER_OTLP_ENDPOINT; see docs/telemetry.md)")
 	fl.BoolVar(&f.shadow, "shadow", false, "shadow mode: record would-be kills as certificates, signal nothing")
 	fl.BoolVar(&f.preserveStatus, "preserve-status", false, "exit with the agent's own status even when a check killed it and it exited 0 (otherwise 124)")
 	fl.StringVar(&f.containment, "containment", "auto", "auto, cgroup (fail without a writable cgroup v2) or pgroup")
@@ -143,6 +151,10 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 			zap.String("parent_run", sl.ParentRun), zap.Float64("max_cost_usd", sl.MaxCostUSD), zap.Int64("max_tokens", sl.MaxTokens))
 		defer sl.release(log) // after the run and its gateway: what it did not spend is the parent's again
 	}
+	otel, err := f.telemetry()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 
 	sockDir, err := heartbeat.SupervisorDir(a.ID)
 	if errors.Is(err, heartbeat.ErrPathTooLong) {
@@ -166,7 +178,9 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	tt := tty.Open(os.Stdin, log)
 	defer tt.Restore()
 
-	h, err := host.Open(f.hostOptions(a, log))
+	ho := f.hostOptions(a, log)
+	ho.Telemetry, ho.Version = otel, versionString()
+	h, err := host.Open(ho)
 	if err != nil {
 		return &exitError{code: exitUsage, err: f.settingError(err)}
 	}
@@ -226,6 +240,17 @@ func (f *superviseFlags) hostOptions(a *config.Agent, log *zap.Logger) host.Opti
 		o.Metrics = host.MetricsOptions(1)
 	}
 	return o
+}
+
+// telemetry is the OpenTelemetry export of --otlp-endpoint and the
+// OTEL_* environment.
+func (f *superviseFlags) telemetry() (telemetry.Config, error) {
+	if f.otlpEndpoint != "" {
+		if err := telemetry.CheckEndpoint(f.otlpEndpoint); err != nil {
+			return telemetry.Config{}, fmt.Errorf("--otlp-endpoint: %w", err)
+		}
+	}
+	return telemetry.Resolve(telemetry.Settings{Endpoint: f.otlpEndpoint}, nil)
 }
 
 // certsDirOrDefault is --certs-dir, or its default.

@@ -37,6 +37,7 @@ type Daemon struct {
 	SigningKey   string        `yaml:"signing_key" config:"path"` // Ed25519 private key file; "" = certificates are not signed
 	ControlPlane *ControlPlane `yaml:"control_plane"`             // nil = none
 	Gateway      Gateway       `yaml:"gateway"`                   // the LLM gateway every agent's traffic goes through; off without upstreams
+	Telemetry    *Telemetry    `yaml:"telemetry"`                 // OpenTelemetry export; nil = as the OTEL_* environment says
 	Containment  string        `yaml:"containment" config:"oneof=auto|cgroup|pgroup"`
 	Audit        AuditOpts     `yaml:"audit"`
 	Logs         LogOpts       `yaml:"logs"`
@@ -75,6 +76,41 @@ type ControlPlane struct {
 	// FailClosedAfter is fail_closed_after: a host that cannot reach its
 	// control plane this long stops every agent (0 = never, the default).
 	FailClosedAfter time.Duration `yaml:"fail_closed_after"`
+}
+
+// Telemetry is the OpenTelemetry export of certificates, events and the
+// gateway's requests over OTLP/HTTP (yaml: telemetry). What it leaves
+// unset, the standard OTEL_EXPORTER_OTLP_* variables say.
+type Telemetry struct {
+	Endpoint        string            `yaml:"endpoint"`         // OTLP/HTTP base URL (…/v1/logs, …/v1/traces); replaces the environment's endpoints
+	Headers         map[string]string `yaml:"headers"`          // sent with every export, over OTEL_EXPORTER_OTLP_HEADERS
+	Timeout         time.Duration     `yaml:"timeout"`          // one export request with its retries; 0 = OTEL_EXPORTER_OTLP_TIMEOUT, else 10s
+	ShutdownTimeout time.Duration     `yaml:"shutdown_timeout"` // at exit, the wait for what is still queued (default 1s)
+}
+
+// setDefaults: a telemetry section the file sets starts from these.
+func (t *Telemetry) setDefaults() { *t = Telemetry{ShutdownTimeout: time.Second} }
+
+// problems are what telemetry allows beyond its types.
+func (t *Telemetry) problems() []problem {
+	if t == nil {
+		return nil
+	}
+	var ps []problem
+	if t.Endpoint != "" {
+		if u, err := url.Parse(t.Endpoint); err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" ||
+			u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			ps = append(ps, problem{key: "telemetry.endpoint", kind: ErrBadValue,
+				msg: fmt.Sprintf("%q must be an absolute http(s) URL without credentials, query or fragment, such as http://localhost:4318", t.Endpoint)})
+		}
+	}
+	if t.Timeout < 0 {
+		ps = append(ps, problem{key: "telemetry.timeout", kind: ErrBadValue, msg: "must not be negative"})
+	}
+	if t.ShutdownTimeout <= 0 {
+		ps = append(ps, problem{key: "telemetry.shutdown_timeout", kind: ErrBadValue, msg: "must be above 0"})
+	}
+	return ps
 }
 
 // AuditOpts rotate the audit log (yaml: audit).
@@ -160,6 +196,7 @@ func (c *Daemon) problems() []problem {
 	if c.HeartbeatRate < 1 {
 		add("heartbeat_rate", ErrBadValue, "must be at least 1")
 	}
+	ps = append(ps, c.Telemetry.problems()...)
 	return append(ps, c.ControlPlane.problems()...)
 }
 

@@ -91,7 +91,7 @@ func TestParseDaemonEmptyMapping(t *testing.T) {
 func TestLoadDaemonBadFixtures(t *testing.T) {
 	for file, want := range map[string]string{
 		"bad-empty.yaml":                    `: empty file: write {} to run with every default, or see the documentation`,
-		"bad-unknown-key.yaml":              `:2: unknown key "agent_dir" (known: state_dir, runtime_dir, agents_dir, estop_file, control, metrics, signing_key, control_plane, gateway, containment, audit, logs, heartbeat_rate, budgets, defaults); did you mean "agents_dir"?`,
+		"bad-unknown-key.yaml":              `:2: unknown key "agent_dir" (known: state_dir, runtime_dir, agents_dir, estop_file, control, metrics, signing_key, control_plane, gateway, telemetry, containment, audit, logs, heartbeat_rate, budgets, defaults); did you mean "agents_dir"?`,
 		"bad-relative-path.yaml":            `:1: state_dir: "var/lib/hermeskill" must be an absolute path`,
 		"bad-defaults-size.yaml":            `:4: defaults.checks.memory.kill: bad size "2Gb": unknown unit "Gb" (want ` + sizeForms + `)`,
 		"bad-defaults-id.yaml":              `:3: defaults: "id" cannot be defaulted: set it in each agent file (defaults may set labels, user, env, mode, after_kill, restart, escalation, checks)`,

@@ -108,6 +108,7 @@ func docKeys(t *testing.T, b docBlock, v any) []string {
 	var keys []string
 	for k := range d.lines {
 		if !strings.HasPrefix(k, "labels.") && !strings.HasPrefix(k, "env.") && !strings.HasPrefix(k, "gateway.key_files.") &&
+			!strings.HasPrefix(k, "telemetry.headers.") &&
 			!strings.HasPrefix(k, "defaults.") && !strings.Contains(k, "[") {
 			keys = append(keys, k)
 		}
@@ -220,6 +221,7 @@ func TestSchemaKeys(t *testing.T) {
 		"metrics", "metrics.listen", "metrics.agent_label_limit", "signing_key",
 		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox", "control_plane.fail_closed_after",
 		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens", "gateway.upstream_idle_conns",
+		"telemetry", "telemetry.endpoint", "telemetry.headers", "telemetry.timeout", "telemetry.shutdown_timeout",
 		"containment", "audit", "audit.max_bytes", "audit.keep", "logs", "logs.max_bytes", "logs.keep", "heartbeat_rate", "budgets", "defaults",
 	}, schemaKeys(reflect.TypeFor[Daemon](), ""))
 }

@@ -117,6 +117,20 @@ type AgentStatus struct {
 	LastCert    string            `json:"last_certificate,omitempty"`
 	Quarantine  *Quarantine       `json:"quarantine,omitempty"`
 	ConfigError string            `json:"config_error,omitempty"`
+	// Telemetry is the host's OpenTelemetry export, when it is on.
+	Telemetry *TelemetryStats `json:"telemetry,omitempty"`
+}
+
+// TelemetryStats are the OpenTelemetry export's figures: the log records
+// and spans exported, and what was lost: events dropped (its queue was
+// full), records and spans whose export failed or was rejected, and
+// those still queued at exit (unsent).
+type TelemetryStats struct {
+	Exported  uint64 `json:"exported"`
+	Dropped   uint64 `json:"dropped"`
+	Failed    uint64 `json:"failed"`
+	Unsent    uint64 `json:"unsent"`
+	LastError string `json:"last_error,omitempty"`
 }
 
 // Symptom is one finding of a check (the certificate's symptoms_log
@@ -416,6 +430,8 @@ type DaemonInfo struct {
 	Estopped    bool           `json:"estopped"`
 	Containment string         `json:"containment"`
 	Agents      map[string]int `json:"agents"` // state -> count
+	// Telemetry is the OpenTelemetry export, when it is on.
+	Telemetry *TelemetryStats `json:"telemetry,omitempty"`
 }
 
 // Caller is who sent a request, from SO_PEERCRED.

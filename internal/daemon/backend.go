@@ -37,7 +37,18 @@ func (d *Daemon) Info() control.DaemonInfo {
 		mode = "cgroup"
 	}
 	return control.DaemonInfo{Version: d.o.Version, PID: os.Getpid(), StartedAt: d.started.UTC(),
-		Estopped: d.estopped(), Containment: mode, Agents: d.counts()}
+		Estopped: d.estopped(), Containment: mode, Agents: d.counts(), Telemetry: d.telemetryStats()}
+}
+
+// telemetryStats are the OpenTelemetry export's figures; nil when it is
+// off.
+func (d *Daemon) telemetryStats() *control.TelemetryStats {
+	t := d.h.Telemetry
+	if t == nil {
+		return nil
+	}
+	s := t.Stats()
+	return &control.TelemetryStats{Exported: s.Exported, Dropped: s.Dropped, Failed: s.Failed, Unsent: s.Unsent, LastError: s.LastError}
 }
 
 func (d *Daemon) counts() map[string]int {
@@ -134,6 +145,7 @@ func (d *Daemon) Status(id string) (control.AgentStatus, error) {
 	if q, ok := d.held.quarantined(id); ok {
 		st.Quarantine = &q
 	}
+	st.Telemetry = d.telemetryStats()
 	return st, nil
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/host"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
+	"github.com/hermeskill/hermeskilld/internal/telemetry"
 	"github.com/hermeskill/hermeskilld/pkg/client"
 )
 
@@ -121,6 +122,10 @@ func newDaemon(o Options, noProcesses bool) (*Daemon, error) {
 	if err := d.prepareAgentsDir(); err != nil {
 		return nil, err
 	}
+	otel, err := telemetry.Resolve(TelemetrySettings(cfg.Telemetry), nil)
+	if err != nil {
+		return nil, err
+	}
 	for _, dir := range []struct {
 		path string
 		mode os.FileMode
@@ -133,7 +138,6 @@ func newDaemon(o Options, noProcesses bool) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	var err error
 	if d.held, err = loadHeld(filepath.Join(cfg.StateDir, "held.json")); err != nil {
 		return nil, err
 	}
@@ -145,7 +149,7 @@ func newDaemon(o Options, noProcesses bool) (*Daemon, error) {
 		StateDir: cfg.StateDir, CertsDir: d.certsDir, SigningKey: cfg.SigningKey,
 		AuditLog: filepath.Join(cfg.StateDir, "audit.jsonl"), AuditRotate: audit.Options{MaxBytes: cfg.Audit.MaxBytes, Keep: cfg.Audit.Keep},
 		Gateway: cfg.Gateway, Metrics: host.MetricsOptions(cfg.Metrics.AgentLabelLimit), MetricsListen: cfg.Metrics.Listen,
-		ControlPlane: cfg.ControlPlane, Stream: d.streamEvent,
+		ControlPlane: cfg.ControlPlane, Stream: d.streamEvent, Telemetry: otel, Version: o.Version,
 	})
 	if err != nil {
 		return nil, settingError(cfg, err)
@@ -391,4 +395,13 @@ func (d *Daemon) notifyStatus() {
 		msg += "; E-STOP in effect"
 	}
 	d.systemd.Status(msg)
+}
+
+// TelemetrySettings are the export settings of the daemon file's
+// telemetry section (nil: none; the environment alone says).
+func TelemetrySettings(t *config.Telemetry) telemetry.Settings {
+	if t == nil {
+		return telemetry.Settings{}
+	}
+	return telemetry.Settings{Endpoint: t.Endpoint, Headers: t.Headers, Timeout: t.Timeout, ShutdownTimeout: t.ShutdownTimeout}
 }

@@ -88,6 +88,7 @@ func TestAnthropicMessages(t *testing.T) {
 		assert.True(t, rec.Priced, "the prefix claude-sonnet-4*")
 		assert.InDelta(t, (120*3.00+1000*0.30+50*15.00)/1e6, rec.CostUSD, 1e-12)
 		assert.Equal(t, wantTools, rec.ToolCalls, "stream=%v", stream)
+		assert.Equal(t, []string{"tool_use"}, rec.FinishReasons, "stream=%v", stream)
 	}
 	assert.Equal(t, int64(2*1170), gr.Metered().Tokens)
 }

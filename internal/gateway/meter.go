@@ -20,10 +20,22 @@ type reading struct {
 	// counted estimates a stream's output tokens from its deltas as they
 	// pass (deltaTokens): the running cost the budget checks.
 	counted     int64
-	tools       []ToolCall
-	incomplete  bool   // part of the response could not be read
-	done        bool   // a stream's final event was seen
-	upstreamErr string // a stream's error event
+	tools           []ToolCall
+	finish          []string // finish reasons, by choice
+	incomplete      bool     // part of the response could not be read
+	done            bool     // a stream's final event was seen
+	upstreamErr     string   // a stream's error event
+}
+
+// maxFinishReasons bounds the finish reasons kept of one response (one
+// per choice: a request may ask for many choices).
+const maxFinishReasons = 16
+
+// addFinish keeps a finish reason the upstream sent, if any.
+func (r *reading) addFinish(reason string) {
+	if reason != "" && len(r.finish) < maxFinishReasons {
+		r.finish = append(r.finish, reason)
+	}
 }
 
 // usageOpenAI is the usage of chat completions, embeddings and the
@@ -147,6 +159,7 @@ func meterBody(ep endpoint, body []byte, limit int) reading {
 				Message struct {
 					ToolCalls []chatToolCall `json:"tool_calls"`
 				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
 			} `json:"choices"`
 			Usage *usageOpenAI `json:"usage"`
 		}
@@ -156,6 +169,7 @@ func meterBody(ep endpoint, body []byte, limit int) reading {
 				v.Usage.apply(&r)
 			}
 			for _, c := range v.Choices {
+				r.addFinish(c.FinishReason)
 				for _, tc := range c.Message.ToolCalls {
 					if tc.Type == "" || tc.Type == "function" {
 						r.tools = append(r.tools, newToolCall(tc.Function.Name, []byte(tc.Function.Arguments), limit))
@@ -181,12 +195,14 @@ func meterBody(ep endpoint, body []byte, limit int) reading {
 		}
 	case epMessages:
 		var v struct {
-			Model   string          `json:"model"`
-			Content []contentBlock  `json:"content"`
-			Usage   *usageAnthropic `json:"usage"`
+			Model      string          `json:"model"`
+			Content    []contentBlock  `json:"content"`
+			Usage      *usageAnthropic `json:"usage"`
+			StopReason string          `json:"stop_reason"`
 		}
 		if err = json.Unmarshal(body, &v); err == nil {
 			r.model = v.Model
+			r.addFinish(v.StopReason)
 			if v.Usage != nil {
 				var t anthropicTally
 				t.add(v.Usage)
@@ -217,6 +233,7 @@ type chatToolCall struct {
 // stream's response.completed event.
 type responseObject struct {
 	Model  string         `json:"model"`
+	Status string         `json:"status"`
 	Output []responseItem `json:"output"`
 	Usage  *usageOpenAI   `json:"usage"`
 }
@@ -235,6 +252,9 @@ func (v *responseObject) apply(r *reading, tools bool, limit int) {
 	}
 	if v.Usage != nil {
 		v.Usage.apply(r)
+	}
+	if v.Status != "" && v.Status != "in_progress" && v.Status != "queued" {
+		r.finish = append(r.finish[:0], v.Status)
 	}
 	if !tools {
 		return

@@ -61,6 +61,8 @@ func TestOpenAIChat(t *testing.T) {
 	assert.Equal(t, "openai", rec.Upstream)
 	assert.Equal(t, "chat/completions", rec.Path)
 	assert.Equal(t, "gpt-4.1-mini-2025-04-14", rec.Model, "the response's model")
+	assert.Equal(t, "gpt-4.1-mini", rec.RequestModel, "the request's model")
+	assert.Equal(t, []string{"tool_calls"}, rec.FinishReasons)
 	assert.Equal(t, http.StatusOK, rec.Status)
 	assert.False(t, rec.Stream)
 	assert.False(t, rec.Refused)
@@ -141,6 +143,7 @@ func TestOpenAIChatStreamAddsAndStripsUsage(t *testing.T) {
 		{Name: "web_search", ArgsSHA256: argsHash(t, map[string]string{"q": "golang"})},
 		{Name: "fetch", ArgsSHA256: argsHash(t, map[string]string{"url": "x"})},
 	}, rec.ToolCalls, "assembled from the fragments, in index order")
+	assert.Equal(t, []string{"tool_calls"}, rec.FinishReasons, "from the last chunk, not the null ones before it")
 }
 
 func TestOpenAIChatStreamKeepsUsageItAskedFor(t *testing.T) {
@@ -195,6 +198,7 @@ func TestOpenAIResponses(t *testing.T) {
 		assert.Equal(t, "gpt-4.1-mini-2025-04-14", rec.Model)
 		assert.Equal(t, [3]int64{300, 40, 100}, [3]int64{rec.InputTokens, rec.OutputTokens, rec.CachedInputTokens}, "stream=%v", stream)
 		assert.Equal(t, wantTools, rec.ToolCalls, "once, from the item, not again from response.completed")
+		assert.Equal(t, []string{"completed"}, rec.FinishReasons, "the response's status, once (stream=%v)", stream)
 	}
 	assert.NotContains(t, string(e.openai.requests()[1].Body), "include_usage", "the Responses API always reports usage")
 }

@@ -133,7 +133,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rec.Model = info.model
+	rec.Model, rec.RequestModel = info.model, info.model
 	if rt.ep == epResponses && info.background {
 		g.refuse(w, gr, up, rec, problem{status: http.StatusBadRequest, code: "background_unsupported",
 			msg: `"background": true is refused by hermeskilld's LLM gateway: a background response's usage never passes through it; send the request without it`})
@@ -619,6 +619,7 @@ func (x *exchange) fill(rd reading, metered bool) {
 		x.rec.OutputTokens = max(rd.out, rd.counted)
 	}
 	x.rec.ToolCalls = rd.tools
+	x.rec.FinishReasons = rd.finish
 	x.rec.Incomplete = metered && (rd.incomplete || !rd.usage)
 	x.rec.Priced = true
 	if x.rec.Tokens() > 0 {

@@ -62,6 +62,9 @@ type Record struct {
 	// Model is the model the response names (the upstream's, often a
 	// dated snapshot), else the one the request named.
 	Model string
+	// RequestModel is the model the request named ("" when it named
+	// none, or was not a POST).
+	RequestModel string
 	// Status is the HTTP status the agent got: the upstream's, or the
 	// gateway's own for a refusal (403, 404, 405, 413) or a failed upstream
 	// (502, 504).
@@ -103,6 +106,12 @@ type Record struct {
 	// output), never a silent 0.
 	UsageUnknown bool
 	ToolCalls    []ToolCall // those the response asked for, in order
+	// FinishReasons are why the response's generation ended, as the
+	// upstream says it, one per choice: OpenAI chat's finish_reason
+	// ("stop", "length", "tool_calls"), the Responses API's status
+	// ("completed", "incomplete", "failed"), Anthropic's stop_reason
+	// ("end_turn", "max_tokens", "tool_use"). Empty when none was read.
+	FinishReasons []string
 	// Err says why the request failed or ended early: the upstream could
 	// not be reached or broke off, or the agent went away. Empty for a
 	// response the upstream sent in full, whatever its status.

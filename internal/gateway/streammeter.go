@@ -130,6 +130,7 @@ func (m *chatStream) event(data []byte) bool {
 					Arguments json.RawMessage `json:"arguments"`
 				} `json:"function_call"`
 			} `json:"delta"`
+			FinishReason *string `json:"finish_reason"`
 		} `json:"choices"`
 		Usage *usageOpenAI     `json:"usage"`
 		Error *json.RawMessage `json:"error"`
@@ -155,6 +156,9 @@ func (m *chatStream) event(data []byte) bool {
 		}
 		if !slices.Contains(m.choices, ch.Index) && len(m.choices) < maxToolCalls {
 			m.choices = append(m.choices, ch.Index)
+		}
+		if ch.FinishReason != nil {
+			m.r.addFinish(*ch.FinishReason)
 		}
 		for _, tc := range ch.Delta.ToolCalls {
 			m.r.counted += deltaTokens(tc.Function.Arguments)
@@ -442,6 +446,7 @@ func (m *messagesStream) event(data []byte) bool {
 			Text        json.RawMessage `json:"text"`
 			Thinking    json.RawMessage `json:"thinking"`
 			PartialJSON string          `json:"partial_json"`
+			StopReason  string          `json:"stop_reason"`
 		} `json:"delta"`
 		Usage *usageAnthropic `json:"usage"`
 		Error *struct {
@@ -486,6 +491,9 @@ func (m *messagesStream) event(data []byte) bool {
 			delete(m.open, e.Index)
 		}
 	case "message_delta":
+		if e.Delta != nil && e.Delta.StopReason != "" {
+			m.r.finish = append(m.r.finish[:0], e.Delta.StopReason)
+		}
 		if e.Usage != nil {
 			m.tally.add(e.Usage)
 			m.tally.apply(&m.r)

@@ -7,7 +7,8 @@
 // containment, the process runtime, the keeper, the certificate signer,
 // what a dead hermeskilld left (certificates half written, deaths in the
 // run journal), the audit log, the LLM gateway, the shared heartbeat
-// poller, the metrics endpoint and the control-plane link. Open makes them
+// poller, the metrics endpoint, the control-plane link and the
+// OpenTelemetry export. Open makes them
 // in one order, Start starts what runs beside the agents, StopServices and
 // Close stop them in the reverse order. RunOptions is what each run is
 // started with (supervisor.Start).
@@ -21,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -41,6 +43,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/recorder"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
+	"github.com/hermeskill/hermeskilld/internal/telemetry"
 )
 
 // Kind is what a host supervises, which sets the few ways the two differ.
@@ -101,6 +104,10 @@ type Options struct {
 	ControlPlane *config.ControlPlane
 	// Stream receives every event too (the daemon's event stream).
 	Stream func(supervisor.Event)
+	// Telemetry, when on, exports every event, certificate and gateway
+	// request over OpenTelemetry; Version is hermeskilld's, for it.
+	Telemetry telemetry.Config
+	Version   string
 }
 
 // Host is a supervising hermeskilld's services. The fields are set by
@@ -118,6 +125,8 @@ type Host struct {
 	// remembers its certificates for the exit line (Finish).
 	Link     *outbox.Link
 	Receipts *outbox.Receipts
+	// Telemetry is the OpenTelemetry export.
+	Telemetry *telemetry.Exporter
 
 	o          Options
 	log        *zap.Logger
@@ -141,6 +150,7 @@ const (
 	Audit        Service = "audit log"
 	Gateway      Service = "gateway"
 	ControlPlane Service = "control plane"
+	Telemetry    Service = "telemetry"
 	Poller       Service = "heartbeat poller"
 )
 
@@ -243,6 +253,11 @@ func Open(o Options) (_ *Host, err error) {
 			return nil, err
 		}
 	}
+	if o.Telemetry.On() {
+		if err := h.openTelemetry(); err != nil {
+			return nil, err
+		}
+	}
 	supervisor.RecoverLost(h.journalDir, h.Signer, h.auditHead(), h.Recorder.Event, h.log)
 	return h, nil
 }
@@ -297,6 +312,24 @@ func (h *Host) openControlPlane() error {
 	if st := h.Link.Outbox.Stats(); st.Pending > 0 {
 		h.log.Info("delivering certificates left for the control plane",
 			zap.Int("pending", st.Pending), zap.String("state_dir", h.o.StateDir))
+	}
+	return nil
+}
+
+// openTelemetry starts the OpenTelemetry export: it connects at its
+// first batch, never before a run starts.
+func (h *Host) openTelemetry() error {
+	name, _ := os.Hostname()
+	t, err := telemetry.New(telemetry.Options{Config: h.o.Telemetry, Version: h.o.Version, Host: name, Log: h.log.Named("telemetry")})
+	if err != nil {
+		return &Error{Telemetry, err}
+	}
+	h.Telemetry, h.Recorder.Telemetry = t, t
+	if m := h.Metrics; m != nil {
+		m.SetTelemetrySource(func() (uint64, uint64, uint64, uint64) {
+			s := t.Stats()
+			return s.Exported, s.Dropped, s.Failed, s.Unsent
+		})
 	}
 	return nil
 }
@@ -411,8 +444,9 @@ func (h *Host) StopServices() {
 // caller's runs have ended: the services, the gateway (after the runs,
 // whose ladders revoked their grants), the heartbeat poller, the keeper
 // (disarmed only if every run ended with its tree proven empty), the
-// runtime, the control plane's outbox, and last the audit log, which
-// everything before may still write to. Errors are logged, except the
+// runtime, the control plane's outbox, the OpenTelemetry export (it waits
+// at most its shutdown timeout for what is queued), and last the audit
+// log, which everything before may still write to. Errors are logged, except the
 // audit log's, which is returned. It may be called more than once.
 func (h *Host) Close() error {
 	var err error
@@ -435,6 +469,9 @@ func (h *Host) Close() error {
 			if err := h.Link.Close(); err != nil {
 				h.log.Warn("control plane outbox", zap.Error(err))
 			}
+		}
+		if h.Telemetry != nil {
+			h.Telemetry.Close() // within its shutdown timeout
 		}
 		if h.Recorder != nil && h.Recorder.Audit != nil {
 			err = h.Recorder.Audit.Close()

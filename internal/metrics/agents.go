@@ -86,6 +86,17 @@ func (m *Metrics) SetAuditSource(f func() (failed, dropped uint64)) {
 	m.state.audit = f
 }
 
+// SetTelemetrySource sets where the OpenTelemetry export's figures are
+// read at each scrape: what it exported, and what it lost because its
+// queue was full (dropped), its export failed or was rejected (failed), or
+// it was still queued at exit (unsent). The series appear once it has
+// been called.
+func (m *Metrics) SetTelemetrySource(f func() (exported, dropped, failed, unsent uint64)) {
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	m.state.telemetry = f
+}
+
 type outboxFigures struct {
 	pending, parked               int
 	delivered, failures, rejected uint64
@@ -117,6 +128,10 @@ var (
 		"Descriptor shortages of hermeskilld, by where: agent_refused (the descriptor budget refused an agent), control_accept (the control socket could not accept)."}
 	famAuditLost = family{namespace + "_audit_events_lost_total", "counter",
 		"Events missing from the audit log, by reason: write_failed (the append failed) or queue_full."}
+	famOtelExported = family{namespace + "_telemetry_exported_total", "counter",
+		"OpenTelemetry log records and spans the collector took."}
+	famOtelLost = family{namespace + "_telemetry_lost_total", "counter",
+		"Events, log records and spans not exported over OpenTelemetry, by reason: queue_full, export_failed (after retries, or rejected by the collector), unsent (still queued at exit)."}
 )
 
 // family names a family written at scrape time.
@@ -134,6 +149,8 @@ type stateCollector struct {
 	audit  func() (failed, dropped uint64)
 	// budgets, when set, are the budgets across runs (budgets.go).
 	budgets func() []BudgetSample
+	// telemetry: the OpenTelemetry export's figures.
+	telemetry func() (exported, dropped, failed, unsent uint64)
 }
 
 func (c *stateCollector) rejected() uint64 {
@@ -145,7 +162,7 @@ func (c *stateCollector) rejected() uint64 {
 
 func (c *stateCollector) write(e *expo) {
 	c.mu.Lock()
-	source, ob, audit, budgets := c.source, c.outbox, c.audit, c.budgets
+	source, ob, audit, budgets, otel := c.source, c.outbox, c.audit, c.budgets, c.telemetry
 	if ob != nil {
 		copied := *ob
 		ob = &copied
@@ -163,6 +180,16 @@ func (c *stateCollector) write(e *expo) {
 		e.begin(famAuditLost)
 		e.sample(famAuditLost.name, float64(dropped), "reason", "queue_full")
 		e.sample(famAuditLost.name, float64(failed), "reason", "write_failed")
+	}
+
+	if otel != nil {
+		exported, dropped, failed, unsent := otel()
+		e.begin(famOtelExported)
+		e.sample(famOtelExported.name, float64(exported))
+		e.begin(famOtelLost)
+		e.sample(famOtelLost.name, float64(dropped), "reason", "queue_full")
+		e.sample(famOtelLost.name, float64(failed), "reason", "export_failed")
+		e.sample(famOtelLost.name, float64(unsent), "reason", "unsent")
 	}
 
 	if ob != nil {

@@ -34,7 +34,15 @@ type Recorder struct {
 	Outbox  Outbox
 	// Stream receives every event too (the daemon's event stream).
 	Stream func(supervisor.Event)
-	Log    *zap.Logger
+	// Telemetry exports every event over OpenTelemetry
+	// (internal/telemetry.Exporter): Event must only queue it.
+	Telemetry Sink
+	Log       *zap.Logger
+}
+
+// Sink takes events without blocking.
+type Sink interface {
+	Event(ev supervisor.Event)
 }
 
 // Event records one supervisor event. It is safe for concurrent use as
@@ -59,6 +67,9 @@ func (r *Recorder) Event(ev supervisor.Event) {
 	}
 	if r.Stream != nil {
 		r.Stream(ev)
+	}
+	if r.Telemetry != nil {
+		r.Telemetry.Event(ev)
 	}
 }
 

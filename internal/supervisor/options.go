@@ -107,6 +107,9 @@ type Event struct {
 	Time    time.Time
 	Type    string
 	AgentID string
+	// Labels are the agent's labels as its run started (never to be
+	// changed: shared with the run).
+	Labels  map[string]string
 	PID     int
 	Symptom *symptoms.Symptom
 	Step    *escalate.Step

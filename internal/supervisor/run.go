@@ -442,6 +442,9 @@ func (r *Run) emit(e Event) {
 		e.Time = time.Now()
 	}
 	e.AgentID = r.id
+	if r.o.Agent != nil {
+		e.Labels = r.o.Agent.Labels
+	}
 	if r.proc != nil {
 		e.PID = r.proc.PID()
 	}
