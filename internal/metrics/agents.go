@@ -115,6 +115,8 @@ var (
 		"Certificates not queued for delivery because the outbox was full."}
 	famShortages = family{namespace + "_descriptor_shortages_total", "counter",
 		"Descriptor shortages of hermeskilld, by where: agent_refused (the descriptor budget refused an agent), control_accept (the control socket could not accept)."}
+	famSamplerFailures = family{namespace + "_sampler_failures_total", "counter",
+		"Failed samples of an agent's process tree for the kernel checks, by reason: descriptors (hermeskilld out of descriptors), permission, other."}
 	famAuditLost = family{namespace + "_audit_events_lost_total", "counter",
 		"Events missing from the audit log, by reason: write_failed (the append failed) or queue_full."}
 )
@@ -153,6 +155,10 @@ func (c *stateCollector) write(e *expo) {
 	e.begin(famShortages)
 	for _, w := range fdbudget.Wheres {
 		e.sample(famShortages.name, float64(fdbudget.Shortages(w)), "where", w)
+	}
+	e.begin(famSamplerFailures)
+	for _, r := range supervisor.SamplerReasons {
+		e.sample(famSamplerFailures.name, float64(supervisor.SamplerFailures(r)), "reason", r)
 	}
 
 	if audit != nil {

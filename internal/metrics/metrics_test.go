@@ -382,3 +382,16 @@ hermeskill_agent_tokens{agent="gated",source="reported"} 1
 hermeskill_agent_tokens{agent="plain",source="reported"} 100
 `, "hermeskill_agent_cost_usd", "hermeskill_agent_last_heartbeat_timestamp_seconds", "hermeskill_agent_progress", "hermeskill_agent_tokens"))
 }
+
+// Every reason of a failed kernel sample is exported from the start, 0
+// included: an alert on any increase needs the series before the first.
+func TestSamplerFailuresFromStart(t *testing.T) {
+	m := New(Options{})
+	assert.NoError(t, gatherAndCompare(m, `
+# HELP hermeskill_sampler_failures_total Failed samples of an agent's process tree for the kernel checks, by reason: descriptors (hermeskilld out of descriptors), permission, other.
+# TYPE hermeskill_sampler_failures_total counter
+hermeskill_sampler_failures_total{reason="descriptors"} 0
+hermeskill_sampler_failures_total{reason="other"} 0
+hermeskill_sampler_failures_total{reason="permission"} 0
+`, "hermeskill_sampler_failures_total"))
+}
