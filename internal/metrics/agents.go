@@ -61,8 +61,22 @@ func (m *Metrics) SetSource(f func() []AgentSample) {
 func (m *Metrics) SetOutbox(pending, parked int, delivered, failures uint64) {
 	m.state.mu.Lock()
 	defer m.state.mu.Unlock()
-	m.state.outbox = &outboxFigures{pending: pending, parked: parked, delivered: delivered,
-		failures: failures, rejected: m.state.rejected()}
+	f := &outboxFigures{pending: pending, parked: parked, delivered: delivered, failures: failures}
+	if ob := m.state.outbox; ob != nil {
+		f.rejected, f.receipts = ob.rejected, ob.receipts
+	}
+	m.state.outbox = f
+}
+
+// SetOutboxReceipts sets what became of the directive receipts
+// (outbox.Stats.Receipts): queued, sent, parked, dropped.
+func (m *Metrics) SetOutboxReceipts(queued, sent, parked, dropped uint64) {
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	if m.state.outbox == nil {
+		m.state.outbox = &outboxFigures{}
+	}
+	m.state.outbox.receipts = [4]uint64{queued, sent, parked, dropped}
 }
 
 // SetOutboxRejected sets how many certificates the outbox refused because
@@ -89,7 +103,11 @@ func (m *Metrics) SetAuditSource(f func() (failed, dropped uint64)) {
 type outboxFigures struct {
 	pending, parked               int
 	delivered, failures, rejected uint64
+	receipts                      [4]uint64 // by receiptResults
 }
+
+// receiptResults are hermeskill_receipts_total's result label values.
+var receiptResults = [4]string{"queued", "sent", "parked", "dropped"}
 
 // The families written at scrape time.
 var (
@@ -113,6 +131,8 @@ var (
 	famFailures  = family{namespace + "_outbox_failures_total", "counter", "Failed delivery attempts (retried or parked)."}
 	famRejected  = family{namespace + "_outbox_rejected_total", "counter",
 		"Certificates not queued for delivery because the outbox was full."}
+	famReceipts = family{namespace + "_receipts_total", "counter",
+		"Directive receipts, by result: queued for the control plane, sent (delivered), parked (refused), dropped (not made or not queued)."}
 	famShortages = family{namespace + "_descriptor_shortages_total", "counter",
 		"Descriptor shortages of hermeskilld, by where: agent_refused (the descriptor budget refused an agent), control_accept (the control socket could not accept)."}
 	famSamplerFailures = family{namespace + "_sampler_failures_total", "counter",
@@ -134,13 +154,6 @@ type stateCollector struct {
 	source func() []AgentSample
 	outbox *outboxFigures
 	audit  func() (failed, dropped uint64)
-}
-
-func (c *stateCollector) rejected() uint64 {
-	if c.outbox == nil {
-		return 0
-	}
-	return c.outbox.rejected
 }
 
 func (c *stateCollector) write(e *expo) {
@@ -176,6 +189,10 @@ func (c *stateCollector) write(e *expo) {
 			{famFailures, float64(ob.failures)}, {famRejected, float64(ob.rejected)}} {
 			e.begin(x.f)
 			e.sample(x.f.name, x.v)
+		}
+		e.begin(famReceipts)
+		for i, r := range receiptResults {
+			e.sample(famReceipts.name, float64(ob.receipts[i]), "result", r)
 		}
 	}
 	if source == nil {

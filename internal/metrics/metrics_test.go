@@ -395,3 +395,27 @@ hermeskill_sampler_failures_total{reason="other"} 0
 hermeskill_sampler_failures_total{reason="permission"} 0
 `, "hermeskill_sampler_failures_total"))
 }
+
+// The receipts' series come with the outbox's, every result 0 included,
+// and a later SetOutbox keeps them.
+func TestReceipts(t *testing.T) {
+	m := New(Options{})
+	n, err := gatherAndCount(m, "hermeskill_receipts_total")
+	require.NoError(t, err)
+	assert.Zero(t, n, "no outbox, no series")
+	want := func(queued, sent, parked, dropped int) string {
+		return fmt.Sprintf(`
+# HELP hermeskill_receipts_total Directive receipts, by result: queued for the control plane, sent (delivered), parked (refused), dropped (not made or not queued).
+# TYPE hermeskill_receipts_total counter
+hermeskill_receipts_total{result="dropped"} %d
+hermeskill_receipts_total{result="parked"} %d
+hermeskill_receipts_total{result="queued"} %d
+hermeskill_receipts_total{result="sent"} %d
+`, dropped, parked, queued, sent)
+	}
+	m.SetOutbox(0, 0, 0, 0)
+	assert.NoError(t, gatherAndCompare(m, want(0, 0, 0, 0), "hermeskill_receipts_total"))
+	m.SetOutboxReceipts(4, 2, 1, 1)
+	m.SetOutbox(1, 1, 2, 1)
+	assert.NoError(t, gatherAndCompare(m, want(4, 2, 1, 1), "hermeskill_receipts_total"))
+}
