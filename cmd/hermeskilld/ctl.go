@@ -390,12 +390,25 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 				fds = fmt.Sprint(*r.Tree.FDs)
 			}
 			kv("tree", fmt.Sprintf("rss %s, cpu %.0f%%, tasks %d, fds %s", sizeText(r.Tree.RSSBytes), r.Tree.CPUPercent, r.Tree.Tasks, fds))
+			if e := r.SamplerError; e != nil {
+				kv("sampler error", samplerErrorText(*e, now))
+			}
 			kv("dump signal", a.DumpSignal)
 			if t := r.Trigger; t != nil {
 				kv("dying of", fmt.Sprintf("%s: %s", t.Check, display.Clean(t.Message)))
 			}
 		})
 	}
+}
+
+// samplerErrorText is the kernel sampler's last failure in a line:
+// "stat 42: open: too many open files (7 failures, last 0.5s ago; blind for 9.0s)".
+func samplerErrorText(e control.SamplerError, now time.Time) string {
+	state := "seeing again"
+	if !e.BlindSince.IsZero() {
+		state = "blind for " + shortDuration(now.Sub(e.BlindSince))
+	}
+	return fmt.Sprintf("%s (%d failures, last %s; %s)", e.Error, e.Failures, ago(e.At, now), state)
 }
 
 // section prints an indented block of "key  value" lines, skipping empty

@@ -21,6 +21,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/display"
+	"github.com/hermeskill/hermeskilld/internal/outbox"
 )
 
 // certsFlags are the flags of `certs` and its subcommands, and where they
@@ -263,14 +264,17 @@ signature is checked too (the status is 1 when it does not verify).`,
 func (f *certsFlags) newVerify() *cobra.Command {
 	var pubkey string
 	c := &cobra.Command{
-		Use:   "verify --pubkey FILE CERT|DIR...",
-		Short: "Verify the signatures of death certificates",
+		Use:   "verify --pubkey FILE CERT|RECEIPT|DIR...",
+		Short: "Verify the signatures of death certificates and directive receipts",
 		Long: `Verify the Ed25519 signature of each certificate (every *.json file of a
-DIR) against --pubkey, the public half of the daemon's signing key. Prints
-OK or FAIL for each; the status is 1 when any certificate is unsigned,
-signed by another key, altered, or unreadable.`,
-		Example: `  hermeskilld certs verify --pubkey /etc/hermeskill/signing.key.pub /var/lib/hermeskill/certs`,
-		Args:    cobra.MinimumNArgs(1),
+DIR) against --pubkey, the public half of the daemon's signing key. A
+control plane directive receipt (state_dir/outbox/receipts/*.json, signed
+with the same key) is verified the same way, and named as one. Prints OK or
+FAIL for each; the status is 1 when any file is unsigned, signed by another
+key, altered, or unreadable.`,
+		Example: `  hermeskilld certs verify --pubkey /etc/hermeskill/signing.key.pub /var/lib/hermeskill/certs
+  hermeskilld certs verify --pubkey /etc/hermeskill/signing.key.pub /var/lib/hermeskill/outbox/receipts`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			defer f.close()
 			if pubkey == "" {
@@ -282,18 +286,25 @@ signed by another key, altered, or unreadable.`,
 			}
 			out, errw := c.OutOrStdout(), c.ErrOrStderr()
 			var failed []string
-			total := 0
+			var n verifyCount
 			check := func(name string, data []byte, err error) {
-				total++
+				r, rerr := outbox.ParseReceipt(data)
+				n.add(rerr == nil)
 				if err == nil {
 					err = certs.Verify(data, pub)
 				}
-				if err != nil {
+				switch {
+				case err != nil && r != nil:
+					fmt.Fprintf(errw, "FAIL  %s: %s\n", name, receiptFailure(r, err, pub))
+					failed = append(failed, name)
+				case err != nil:
 					fmt.Fprintf(errw, "FAIL  %s: %v\n", name, err)
 					failed = append(failed, name)
-					return
+				case r != nil:
+					fmt.Fprintf(out, "OK    %s (receipt of directive %s, %s)\n", name, display.Clean(r.DirectiveID), display.Clean(r.Action))
+				default:
+					fmt.Fprintf(out, "OK    %s\n", name)
 				}
-				fmt.Fprintf(out, "OK    %s\n", name)
 			}
 			for _, ref := range args {
 				if fi, err := os.Stat(ref); err == nil && fi.IsDir() {
@@ -302,11 +313,18 @@ signed by another key, altered, or unreadable.`,
 						return &exitError{code: exitFailure, err: err}
 					}
 					if len(entries) == 0 {
-						fmt.Fprintf(errw, "FAIL  %s: no certificates in this directory\n", ref)
+						fmt.Fprintf(errw, "FAIL  %s: no certificates or receipts in this directory\n", ref)
 						failed = append(failed, ref)
 					}
 					for _, e := range entries {
 						if e.Err != nil {
+							// Not a certificate: a receipt, or a file that is neither.
+							if data, err := certs.ReadFile(e.Path); err == nil {
+								if _, err := outbox.ParseReceipt(data); err == nil {
+									check(e.Path, data, nil)
+									continue
+								}
+							}
 							check(e.Path, nil, e.Err)
 							continue
 						}
@@ -323,15 +341,52 @@ signed by another key, altered, or unreadable.`,
 				check(name, data, err)
 			}
 			if len(failed) > 0 {
-				return &exitError{code: exitFailure, err: fmt.Errorf("%d of %d certificate(s) FAILED verification: %s",
-					len(failed), total, strings.Join(failed, ", "))}
+				return &exitError{code: exitFailure, err: fmt.Errorf("%d of %s FAILED verification: %s",
+					len(failed), n, strings.Join(failed, ", "))}
 			}
-			fmt.Fprintf(out, "%d certificate(s) verified with key %s\n", total, certs.KeyID(pub))
+			fmt.Fprintf(out, "%s verified with key %s\n", n, certs.KeyID(pub))
 			return nil
 		},
 	}
 	c.Flags().StringVar(&pubkey, "pubkey", "", "the signing key's public half (PEM, as `.pub` next to the key; or raw, hex or base64)")
 	return c
+}
+
+// verifyCount counts the files verify checked, by kind.
+type verifyCount struct{ certs, receipts int }
+
+func (n *verifyCount) add(receipt bool) {
+	if receipt {
+		n.receipts++
+	} else {
+		n.certs++
+	}
+}
+
+// String is "3 certificate(s)", "1 receipt(s)", "3 certificate(s) and 1
+// receipt(s)".
+func (n verifyCount) String() string {
+	switch {
+	case n.receipts == 0:
+		return fmt.Sprintf("%d certificate(s)", n.certs)
+	case n.certs == 0:
+		return fmt.Sprintf("%d receipt(s)", n.receipts)
+	}
+	return fmt.Sprintf("%d certificate(s) and %d receipt(s)", n.certs, n.receipts)
+}
+
+// receiptFailure words the failure err of receipt r's verification
+// against pub: certs.Verify's errors speak of certificates.
+func receiptFailure(r *outbox.Receipt, err error, pub ed25519.PublicKey) string {
+	switch {
+	case errors.Is(err, certs.ErrUnsigned):
+		return "receipt is not signed"
+	case errors.Is(err, certs.ErrKeyMismatch):
+		return fmt.Sprintf("receipt signed by another key: signed by %q, key given is %q", r.Signature.KeyID, certs.KeyID(pub))
+	case errors.Is(err, certs.ErrBadSignature):
+		return "receipt content does not match its signature"
+	}
+	return "receipt: " + err.Error()
 }
 
 func (f *certsFlags) newLabel() *cobra.Command {

@@ -17,6 +17,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/calibrate"
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/outbox"
 )
 
 // certFixture is a certificates directory written with internal/certs.
@@ -280,4 +281,68 @@ func TestCertsLabel(t *testing.T) {
 
 	r = ctlRun(t, "certs", "label", "--dir", f.dir, "nothing", "--verdict", "true-positive")
 	assert.Equal(t, exitFailure, r.code)
+}
+
+// writeReceipt writes a directive receipt as the daemon stores it in
+// outbox/receipts/, signed by s over its canonical JSON (nil: unsigned).
+func writeReceipt(t *testing.T, dir string, s *certs.Signer) string {
+	t.Helper()
+	r := outbox.Receipt{Schema: outbox.ReceiptSchema, Host: "agents-7", DirectiveID: "d-2041", Action: "estop",
+		ReceivedAt: certT0, AcknowledgedAt: certT0.Add(time.Second),
+		Runs:   []outbox.RunEnded{{AgentID: "research-bot", CertID: "01a2", TreeEmpty: true, Revoked: true, Reached: "sigterm"}},
+		Failed: []outbox.Failure{{AgentID: "triage", Error: "not running; quarantined"}}}
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	if s != nil {
+		r.Signature, err = s.SignJSON(b)
+		require.NoError(t, err)
+		b, err = json.Marshal(r)
+		require.NoError(t, err)
+	}
+	require.NoError(t, os.MkdirAll(dir, 0o750))
+	p := filepath.Join(dir, "receipt-0123456789abcdef0123456789abcdef.json")
+	require.NoError(t, os.WriteFile(p, append(b, '\n'), 0o640))
+	return p
+}
+
+// A directive receipt verifies as what it is, alone, in its directory, or
+// beside certificates; one altered, unsigned or signed by another key
+// fails, said of a receipt.
+func TestCertsVerifyReceipt(t *testing.T) {
+	f := newCertFixture(t)
+	receipts := filepath.Join(t.TempDir(), "outbox", "receipts")
+	rp := writeReceipt(t, receipts, f.signer)
+
+	r := ctlRun(t, "certs", "verify", "--pubkey", f.pub, rp)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "OK    "+rp+" (receipt of directive d-2041, estop)\n"+
+		"1 receipt(s) verified with key "+f.signer.KeyID()+"\n", r.stdout)
+
+	r = ctlRun(t, "certs", "verify", "--pubkey", f.pub, receipts)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "OK    "+rp+" (receipt of directive d-2041, estop)\n")
+	assert.Contains(t, r.stdout, "1 receipt(s) verified with key ")
+
+	r = ctlRun(t, "certs", "verify", "--pubkey", f.pub, f.paths[0], f.paths[1], rp)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "2 certificate(s) and 1 receipt(s) verified with key "+f.signer.KeyID())
+
+	tampered := filepath.Join(t.TempDir(), "tampered.json")
+	data := strings.Replace(string(mustRead(t, rp)), `"tree_empty":true`, `"tree_empty":false`, 1)
+	require.NotEqual(t, string(mustRead(t, rp)), data)
+	require.NoError(t, os.WriteFile(tampered, []byte(data), 0o640))
+	r = ctlRun(t, "certs", "verify", "--pubkey", f.pub, f.paths[0], tampered)
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, r.stderr, "FAIL  "+tampered+": receipt content does not match its signature\n")
+	assert.Contains(t, r.stderr, "hermeskilld: 1 of 1 certificate(s) and 1 receipt(s) FAILED verification: "+tampered)
+
+	unsigned := writeReceipt(t, t.TempDir(), nil)
+	r = ctlRun(t, "certs", "verify", "--pubkey", f.pub, unsigned)
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, r.stderr, "FAIL  "+unsigned+": receipt is not signed\n")
+	assert.Contains(t, r.stderr, "1 of 1 receipt(s) FAILED verification")
+
+	r = ctlRun(t, "certs", "verify", "--pubkey", f.other, rp)
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, r.stderr, "FAIL  "+rp+": receipt signed by another key: signed by \""+f.signer.KeyID()+"\"")
 }

@@ -175,6 +175,8 @@ func fleet(now time.Time) *controltest.Backend {
 				Agent: control.AgentReport{Ready: true, ReadyAt: now.Add(-2 * time.Hour), Heartbeats: 250, LastTool: "web_search",
 					Errors: 2, ErrorStreak: 1, LastError: "timeout", HeartbeatTimeout: "30s"},
 				Tree: control.TreeSample{RSSBytes: 1288490188, CPUPercent: 12.5, Tasks: 3, FDs: &twenty},
+				SamplerError: &control.SamplerError{Error: "list /proc: open: too many open files", At: now.Add(-500 * time.Millisecond),
+					Failures: 7, BlindSince: now.Add(-7 * time.Second)},
 				Messages: control.MessageCounts{Accepted: 260, Forged: 2, Dropped: 2,
 					StreamAccepted: 3, StreamRefused: 1, StreamDropped: 1}},
 			LastCert: "/var/lib/hermeskill/certs/old.json",
@@ -240,6 +242,7 @@ func TestCtlStatus(t *testing.T) {
 		`(?m)^  last tool\s+web_search$`,
 		`(?m)^  errors\s+2 \(streak 1\), last: timeout$`,
 		`(?m)^  tree\s+rss 1\.2GiB, cpu 12%, tasks 3, fds 20$`,
+		`(?m)^  sampler error\s+list /proc: open: too many open files \(7 failures, last 0\.\ds ago; blind for 7\.\ds\)$`,
 	} {
 		assert.Regexp(t, want, r.stdout)
 	}
@@ -254,6 +257,10 @@ func TestCtlStatus(t *testing.T) {
 	var st control.AgentStatus
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
 	assert.Equal(t, 250, int(st.Run.Agent.Heartbeats))
+	assert.Contains(t, r.stdout, `"sampler_error": {`)
+	require.NotNil(t, st.Run.SamplerError)
+	assert.EqualValues(t, 7, st.Run.SamplerError.Failures)
+	assert.False(t, st.Run.SamplerError.BlindSince.IsZero())
 
 	r = ctlRun(t, "status", "nope", "--control-socket", sock)
 	assert.Equal(t, exitFailure, r.code)

@@ -161,6 +161,9 @@ type RunStatus struct {
 	Trigger *Symptom `json:"trigger,omitempty"`
 	// Tree is the kernel's last sample of the process tree.
 	Tree TreeSample `json:"tree"`
+	// SamplerError is the last failure to sample the tree for the kernel
+	// checks, absent while none failed.
+	SamplerError *SamplerError `json:"sampler_error,omitempty"`
 	// Messages counts the datagrams of the heartbeat socket.
 	Messages MessageCounts `json:"messages"`
 }
@@ -192,6 +195,17 @@ type TreeSample struct {
 	CPUPercent float64 `json:"cpu_percent"` // 100 = one core
 	Tasks      int     `json:"tasks"`       // processes and threads
 	FDs        *int    `json:"fds,omitempty"`
+}
+
+// SamplerError is the kernel sampler's last failure in a run.
+type SamplerError struct {
+	Error    string    `json:"error"`
+	At       time.Time `json:"at"`       // when it failed last
+	Failures uint64    `json:"failures"` // failed samples in this run
+	// BlindSince is the first failure since the last good sample: the
+	// kernel checks have seen nothing since. Absent once a sample
+	// succeeded again.
+	BlindSince time.Time `json:"blind_since,omitzero"`
 }
 
 // MessageCounts are the heartbeat sockets' counters: messages read

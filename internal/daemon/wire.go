@@ -45,6 +45,9 @@ func wireRun(st supervisor.Status) *control.RunStatus {
 		fds := st.Sample.FDs
 		r.Tree.FDs = &fds
 	}
+	if e := st.SamplerError; e != nil {
+		r.SamplerError = &control.SamplerError{Error: e.Err, At: e.At.UTC(), Failures: e.Failures, BlindSince: utc(e.BlindSince)}
+	}
 	if st.Trigger != nil {
 		t := wireSymptom(*st.Trigger)
 		r.Trigger = &t

@@ -296,6 +296,7 @@ func (h *Host) openControlPlane() error {
 		onStats = func(s outbox.Stats) {
 			m.SetOutbox(s.Pending, s.Parked, s.Delivered, s.Failures)
 			m.SetOutboxRejected(s.Rejected)
+			m.SetOutboxReceipts(s.Receipts.Queued, s.Receipts.Sent, s.Receipts.Parked, s.Receipts.Dropped)
 		}
 	}
 	var err error

@@ -61,8 +61,22 @@ func (m *Metrics) SetSource(f func() []AgentSample) {
 func (m *Metrics) SetOutbox(pending, parked int, delivered, failures uint64) {
 	m.state.mu.Lock()
 	defer m.state.mu.Unlock()
-	m.state.outbox = &outboxFigures{pending: pending, parked: parked, delivered: delivered,
-		failures: failures, rejected: m.state.rejected()}
+	f := &outboxFigures{pending: pending, parked: parked, delivered: delivered, failures: failures}
+	if ob := m.state.outbox; ob != nil {
+		f.rejected, f.receipts = ob.rejected, ob.receipts
+	}
+	m.state.outbox = f
+}
+
+// SetOutboxReceipts sets what became of the directive receipts
+// (outbox.Stats.Receipts): queued, sent, parked, dropped.
+func (m *Metrics) SetOutboxReceipts(queued, sent, parked, dropped uint64) {
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	if m.state.outbox == nil {
+		m.state.outbox = &outboxFigures{}
+	}
+	m.state.outbox.receipts = [4]uint64{queued, sent, parked, dropped}
 }
 
 // SetOutboxRejected sets how many certificates the outbox refused because
@@ -100,7 +114,11 @@ func (m *Metrics) SetTelemetrySource(f func() (exported, dropped, failed, unsent
 type outboxFigures struct {
 	pending, parked               int
 	delivered, failures, rejected uint64
+	receipts                      [4]uint64 // by receiptResults
 }
+
+// receiptResults are hermeskill_receipts_total's result label values.
+var receiptResults = [4]string{"queued", "sent", "parked", "dropped"}
 
 // The families written at scrape time.
 var (
@@ -124,8 +142,12 @@ var (
 	famFailures  = family{namespace + "_outbox_failures_total", "counter", "Failed delivery attempts (retried or parked)."}
 	famRejected  = family{namespace + "_outbox_rejected_total", "counter",
 		"Certificates not queued for delivery because the outbox was full."}
+	famReceipts = family{namespace + "_receipts_total", "counter",
+		"Directive receipts, by result: queued for the control plane, sent (delivered), parked (refused), dropped (not made or not queued)."}
 	famShortages = family{namespace + "_descriptor_shortages_total", "counter",
 		"Descriptor shortages of hermeskilld, by where: agent_refused (the descriptor budget refused an agent), control_accept (the control socket could not accept)."}
+	famSamplerFailures = family{namespace + "_sampler_failures_total", "counter",
+		"Failed samples of an agent's process tree for the kernel checks, by reason: descriptors (hermeskilld out of descriptors), permission, other."}
 	famAuditLost = family{namespace + "_audit_events_lost_total", "counter",
 		"Events missing from the audit log, by reason: write_failed (the append failed) or queue_full."}
 	famOtelExported = family{namespace + "_telemetry_exported_total", "counter",
@@ -153,13 +175,6 @@ type stateCollector struct {
 	telemetry func() (exported, dropped, failed, unsent uint64)
 }
 
-func (c *stateCollector) rejected() uint64 {
-	if c.outbox == nil {
-		return 0
-	}
-	return c.outbox.rejected
-}
-
 func (c *stateCollector) write(e *expo) {
 	c.mu.Lock()
 	source, ob, audit, budgets, otel := c.source, c.outbox, c.audit, c.budgets, c.telemetry
@@ -172,6 +187,10 @@ func (c *stateCollector) write(e *expo) {
 	e.begin(famShortages)
 	for _, w := range fdbudget.Wheres {
 		e.sample(famShortages.name, float64(fdbudget.Shortages(w)), "where", w)
+	}
+	e.begin(famSamplerFailures)
+	for _, r := range supervisor.SamplerReasons {
+		e.sample(famSamplerFailures.name, float64(supervisor.SamplerFailures(r)), "reason", r)
 	}
 
 	writeBudgets(e, budgets)
@@ -200,6 +219,10 @@ func (c *stateCollector) write(e *expo) {
 			{famFailures, float64(ob.failures)}, {famRejected, float64(ob.rejected)}} {
 			e.begin(x.f)
 			e.sample(x.f.name, x.v)
+		}
+		e.begin(famReceipts)
+		for i, r := range receiptResults {
+			e.sample(famReceipts.name, float64(ob.receipts[i]), "result", r)
 		}
 	}
 	if source == nil {

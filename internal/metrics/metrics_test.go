@@ -382,3 +382,40 @@ hermeskill_agent_tokens{agent="gated",source="reported"} 1
 hermeskill_agent_tokens{agent="plain",source="reported"} 100
 `, "hermeskill_agent_cost_usd", "hermeskill_agent_last_heartbeat_timestamp_seconds", "hermeskill_agent_progress", "hermeskill_agent_tokens"))
 }
+
+// Every reason of a failed kernel sample is exported from the start, 0
+// included: an alert on any increase needs the series before the first.
+func TestSamplerFailuresFromStart(t *testing.T) {
+	m := New(Options{})
+	assert.NoError(t, gatherAndCompare(m, `
+# HELP hermeskill_sampler_failures_total Failed samples of an agent's process tree for the kernel checks, by reason: descriptors (hermeskilld out of descriptors), permission, other.
+# TYPE hermeskill_sampler_failures_total counter
+hermeskill_sampler_failures_total{reason="descriptors"} 0
+hermeskill_sampler_failures_total{reason="other"} 0
+hermeskill_sampler_failures_total{reason="permission"} 0
+`, "hermeskill_sampler_failures_total"))
+}
+
+// The receipts' series come with the outbox's, every result 0 included,
+// and a later SetOutbox keeps them.
+func TestReceipts(t *testing.T) {
+	m := New(Options{})
+	n, err := gatherAndCount(m, "hermeskill_receipts_total")
+	require.NoError(t, err)
+	assert.Zero(t, n, "no outbox, no series")
+	want := func(queued, sent, parked, dropped int) string {
+		return fmt.Sprintf(`
+# HELP hermeskill_receipts_total Directive receipts, by result: queued for the control plane, sent (delivered), parked (refused), dropped (not made or not queued).
+# TYPE hermeskill_receipts_total counter
+hermeskill_receipts_total{result="dropped"} %d
+hermeskill_receipts_total{result="parked"} %d
+hermeskill_receipts_total{result="queued"} %d
+hermeskill_receipts_total{result="sent"} %d
+`, dropped, parked, queued, sent)
+	}
+	m.SetOutbox(0, 0, 0, 0)
+	assert.NoError(t, gatherAndCompare(m, want(0, 0, 0, 0), "hermeskill_receipts_total"))
+	m.SetOutboxReceipts(4, 2, 1, 1)
+	m.SetOutbox(1, 1, 2, 1)
+	assert.NoError(t, gatherAndCompare(m, want(4, 2, 1, 1), "hermeskill_receipts_total"))
+}

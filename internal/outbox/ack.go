@@ -51,6 +51,25 @@ type Receipt struct {
 	Signature      *certs.Signature `json:"signature"`
 }
 
+// ParseReceipt parses the bytes of a receipt file (outbox/receipts/*.json,
+// or a receipt as the control plane received it). Its signature is not
+// checked: certs.Verify does that. Errors: the JSON's, or ErrNotReceipt
+// for an object of another schema (a certificate) or without a
+// directive_id.
+func ParseReceipt(data []byte) (*Receipt, error) {
+	var r Receipt
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("receipt: %w", err)
+	}
+	switch {
+	case r.Schema != ReceiptSchema:
+		return nil, fmt.Errorf("%w: schema %q", ErrNotReceipt, r.Schema)
+	case r.DirectiveID == "":
+		return nil, fmt.Errorf("%w: no directive_id", ErrNotReceipt)
+	}
+	return &r, nil
+}
+
 // RunEnded is one run a directive ended: its certificate, whether the
 // ladder found its tree empty, and whether its LLM gateway handle is
 // withdrawn (revoked at the kill decision; true for a run that had none).
@@ -189,6 +208,7 @@ func (a *acker) acknowledge(scope string, d Directive, received time.Time, acted
 	raw, err := a.sign(&r)
 	if err != nil {
 		log.Error("directive receipt not made", zap.Error(err))
+		a.ob.receiptDropped()
 		return
 	}
 	key := receiptKey(scope, d.ID)

@@ -41,6 +41,9 @@ var (
 	// cert_id or agent_id, a cert_id unusable as a file name, or raw bytes
 	// that are not a JSON object.
 	ErrBadCertificate = errors.New("certificate cannot be queued")
+	// ErrNotReceipt: ParseReceipt was given JSON of another schema, or
+	// a receipt without its directive_id.
+	ErrNotReceipt = errors.New("not a directive receipt")
 )
 
 // Defaults of Options.
@@ -100,6 +103,20 @@ type Stats struct {
 	Failures uint64 `json:"failures"`
 	// Rejected counts Enqueue calls refused with ErrFull.
 	Rejected uint64 `json:"rejected"`
+	// Receipts count the directive receipts by what became of them.
+	Receipts ReceiptStats `json:"receipts"`
+}
+
+// ReceiptStats count directive receipts since Open: queued for the
+// control plane (again, for a repeated directive), sent (2xx), parked
+// (refused by the control plane, or unreadable), dropped (not made, not
+// queued — the outbox full or closed, the disk — or taken by no
+// control plane that answers 404 to receipts).
+type ReceiptStats struct {
+	Queued  uint64 `json:"queued"`
+	Sent    uint64 `json:"sent"`
+	Parked  uint64 `json:"parked"`
+	Dropped uint64 `json:"dropped"`
 }
 
 // Outbox is a durable queue of certificates for the control plane. Enqueue
@@ -288,9 +305,19 @@ func (o *Outbox) Enqueue(c *certs.Certificate, raw []byte) error {
 }
 
 // enqueue stores body as it's payload and queues it (Enqueue).
-func (o *Outbox) enqueue(it *item, body []byte) error {
+func (o *Outbox) enqueue(it *item, body []byte) (err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if it.directiveID != "" {
+		defer func() {
+			if err != nil {
+				o.stats.Receipts.Dropped++
+			} else {
+				o.stats.Receipts.Queued++
+			}
+			o.changed()
+		}()
+	}
 	if o.closed {
 		return ErrClosed
 	}
@@ -394,6 +421,14 @@ func (o *Outbox) dropLocked(it *item) {
 		o.queue = slices.DeleteFunc(o.queue, func(x *item) bool { return x == it })
 	}
 	o.stats.Pending = len(o.queue)
+}
+
+// receiptDropped counts a receipt that could not be made.
+func (o *Outbox) receiptDropped() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stats.Receipts.Dropped++
+	o.changed()
 }
 
 func (o *Outbox) countFailure() {

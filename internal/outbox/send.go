@@ -285,6 +285,9 @@ func (o *Outbox) delivered(it *item, log *zap.Logger) {
 	}
 	o.dropLocked(it)
 	o.stats.Delivered++
+	if it.directiveID != "" {
+		o.stats.Receipts.Sent++
+	}
 	o.changed()
 }
 
@@ -296,6 +299,9 @@ func (o *Outbox) drop(it *item, log *zap.Logger) {
 		log.Warn("outbox item not removed; it will be sent again after a restart", zap.Error(err))
 	}
 	o.dropLocked(it)
+	if it.directiveID != "" {
+		o.stats.Receipts.Dropped++
+	}
 	o.changed()
 }
 
@@ -309,5 +315,8 @@ func (o *Outbox) parkItem(it *item, reason string, log *zap.Logger) {
 	o.remove(it, func(s *Stats) {
 		s.Failures++
 		s.Parked = countParked(filepath.Join(o.opts.Dir, parkedDir))
+		if it.directiveID != "" {
+			s.Receipts.Parked++
+		}
 	})
 }

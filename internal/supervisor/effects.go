@@ -198,8 +198,12 @@ func (r *Run) warn(s symptoms.Symptom) {
 	r.sock.Broadcast(heartbeat.WarningDirective(string(s.Check), s.Message))
 }
 
-func (r *Run) sample(c config.Checks, now time.Time) (symptoms.Sample, bool) {
-	return r.sampler.take(r.tree, c.FDs != nil, c.CPUSpin != nil, now)
+func (r *Run) sample(c config.Checks, now time.Time) (symptoms.Sample, bool, error) {
+	s, ok, err := r.sampler.take(r.tree, c.FDs != nil, c.CPUSpin != nil, now)
+	if err != nil {
+		countSamplerFailure(err)
+	}
+	return s, ok, err
 }
 
 func (r *Run) heartbeats() heartbeat.StatsSnapshot { return r.sock.Stats() }

@@ -38,8 +38,10 @@ type effects interface {
 	shadow(s symptoms.Symptom, st runState) string
 	// warn sends a warning directive to the agent's clients.
 	warn(s symptoms.Symptom)
-	// sample measures the tree for the kernel checks.
-	sample(checks config.Checks, now time.Time) (symptoms.Sample, bool)
+	// sample measures the tree for the kernel checks: ok is false when
+	// there was nothing to measure (the tree is gone); an error is a
+	// failure to read it (sampler.take).
+	sample(checks config.Checks, now time.Time) (s symptoms.Sample, ok bool, err error)
 	// heartbeats are the socket's counters, for Status.
 	heartbeats() heartbeat.StatsSnapshot
 	// setBudget gives the run's LLM traffic the budget of a (a new agent
@@ -98,6 +100,7 @@ type loop struct {
 	state   string
 	trigger *symptoms.Symptom
 	sample  symptoms.Sample
+	blind   blindness
 	// shadowed: a check fired in shadow mode; this run is never enforced.
 	shadowed bool
 	dump     string // DUMP_SIGNAL as announced
@@ -159,7 +162,12 @@ func (l *loop) run() Outcome {
 			l.handle(l.engine.Tick(l.at(time.Now())))
 		case now := <-sampleC:
 			sampleT.Reset(untilTick(time.Now(), iv))
-			if s, ok := l.eff.sample(l.a.Checks, now); ok {
+			s, ok, err := l.eff.sample(l.a.Checks, now)
+			switch {
+			case err != nil:
+				l.sampleFailed(err, l.at(now))
+			case ok:
+				l.sampleSeen()
 				l.sample = s
 				l.handle(l.engine.ObserveSample(s, l.at(now)))
 			}
@@ -210,6 +218,7 @@ func (l *loop) publish() {
 	st.Symptoms = l.recent
 	st.Trigger = l.trigger
 	st.Sample = l.sample
+	st.SamplerError = l.blind.last
 	st.Heartbeat = l.eff.heartbeats()
 	l.status.Store(&st)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/hermeskill/hermeskilld/internal/config"
@@ -32,6 +33,10 @@ type fakeEffects struct {
 	warns    []symptoms.Symptom
 	events   []Event
 	order    []string // ladder and the events' types, in order
+	// sampleErr fails the samples; else sampleOK is each one's (none
+	// while it is zero).
+	sampleErr error
+	sampleOK  symptoms.Sample
 }
 
 func newFake() *fakeEffects { return &fakeEffects{result: make(chan escalate.Result, 1)} }
@@ -74,8 +79,13 @@ func (f *fakeEffects) warn(s symptoms.Symptom) {
 	f.warns = append(f.warns, s)
 }
 
-func (f *fakeEffects) sample(config.Checks, time.Time) (symptoms.Sample, bool) {
-	return symptoms.Sample{}, false
+func (f *fakeEffects) sample(config.Checks, time.Time) (symptoms.Sample, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sampleErr != nil {
+		return symptoms.Sample{}, false, f.sampleErr
+	}
+	return f.sampleOK, f.sampleOK != (symptoms.Sample{}), nil
 }
 
 func (f *fakeEffects) heartbeats() heartbeat.StatsSnapshot { return heartbeat.StatsSnapshot{} }
@@ -122,10 +132,15 @@ func startMetered(t *testing.T, a *config.Agent) (*harness, *meterQueue) {
 }
 
 func startLoop(t *testing.T, a *config.Agent, meters *meterQueue) *harness {
+	return startLoopLog(t, a, meters, zaptest.NewLogger(t))
+}
+
+// startLoopLog is startLoop logging to log.
+func startLoopLog(t *testing.T, a *config.Agent, meters *meterQueue, log *zap.Logger) *harness {
 	h := &harness{t: t, fake: newFake(), msgs: make(chan *heartbeat.Received, 64), exited: make(chan struct{}),
 		out: make(chan Outcome, 1)}
 	now := time.Now()
-	h.l = newLoop(zaptest.NewLogger(t), a, symptoms.New(engineConfig(a, meters != nil), now), h.fake,
+	h.l = newLoop(log, a, symptoms.New(engineConfig(a, meters != nil), now), h.fake,
 		Status{ID: a.ID, PID: 42, Started: now}, h.msgs, h.exited)
 	h.l.metered, h.l.meters = meters != nil, meters
 	go func() { h.out <- h.l.run() }()

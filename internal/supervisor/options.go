@@ -89,6 +89,10 @@ type Options struct {
 	// daemon's event stream). It must not block.
 	OnEvent func(Event)
 	Log     *zap.Logger
+
+	// blindAfter, when set, is how long the kernel checks may be blind
+	// instead of blindBound (tests: seconds are long).
+	blindAfter time.Duration
 }
 
 // Event types.
@@ -148,8 +152,11 @@ type Status struct {
 	Symptoms    []symptoms.Symptom
 	Trigger     *symptoms.Symptom
 	Sample      symptoms.Sample
-	Heartbeat   heartbeat.StatsSnapshot
-	Socket      string
+	// SamplerError is the kernel sampler's last failure, nil while none
+	// failed.
+	SamplerError *SamplerError
+	Heartbeat    heartbeat.StatsSnapshot
+	Socket       string
 	// StreamSocket is the stream socket beside Socket.
 	StreamSocket string
 	// Usage is the run's LLM use now: the effective tokens and cost (the

@@ -121,6 +121,7 @@ func Start(o Options) (*Run, error) {
 		StreamSocket: r.sock.StreamPath()}
 	r.loop = newLoop(log, a, engine, r, base, r.sock.C(), r.proc.Done())
 	r.loop.metered, r.loop.meters, r.loop.faults = metered, r.meters, r.faults
+	r.loop.blind.after = o.blindAfter
 	r.emit(Event{Type: EventStarted})
 	go func() {
 		defer close(r.done)

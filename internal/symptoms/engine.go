@@ -228,7 +228,8 @@ func (e *Engine) Manual(operator, reason string, now time.Time) (s Symptom, firs
 }
 
 // HostStop records a stop the host decided for a reason of its own, not
-// the agent's (check ControlPlaneUnreachable), as the terminal symptom;
+// the agent's (check ControlPlaneUnreachable; InternalError when its
+// kernel checks went blind), as the terminal symptom;
 // like Manual it is carried out in shadow mode too, and first reports
 // false when a terminal symptom fired before.
 func (e *Engine) HostStop(check Check, observed, msg string, now time.Time) (s Symptom, first bool) {
