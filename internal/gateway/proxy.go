@@ -150,12 +150,31 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	fl := &flight{cancel: cancel}
-	if cut := gr.admit(fl, res); cut != nil {
-		if cut.budget != "" {
-			rec.OverBudget, rec.Err = cut.budget, cut.msg
+	for {
+		cut, wait, paused := gr.admit(fl, res)
+		if cut != nil {
+			if cut.budget != "" {
+				rec.OverBudget, rec.Err = cut.budget, cut.msg
+			}
+			g.refuse(w, gr, up, rec, cut.problem())
+			return
 		}
-		g.refuse(w, gr, up, rec, cut.problem())
-		return
+		if wait == nil {
+			break
+		}
+		if po, ok := gr.obs.(PauseObserver); ok && paused != nil {
+			po.Paused(*paused)
+		}
+		// Held: neither refused nor forwarded until the pause ends. The
+		// agent's SDK sees a slow answer; one that gives up closes its
+		// connection, and the request is gone.
+		select {
+		case <-wait:
+		case <-r.Context().Done(): // the agent went away, or the gateway shuts down
+			gr.unwait(res, wait)
+			gr.gone(time.Now())
+			return
+		}
 	}
 	defer gr.release(fl) // when forward panics; a no-op once reported
 	defer gr.landed(fl)  // when forward panics; landed twice is harmless

@@ -131,6 +131,8 @@ type Metered struct {
 	// InFlight counts the requests forwarded upstream whose response has
 	// not ended yet.
 	InFlight int
+	// Held counts the requests a paused grant holds (Grant.Pause).
+	Held int
 }
 
 // Revocation is what Grant.Revoke did.
