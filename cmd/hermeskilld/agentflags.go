@@ -29,6 +29,8 @@ var agentFlags = []struct{ name, key, typ, usage string }{
 	{"max-fds", "checks.fds.kill", "int", "kill when the tree has more open file descriptors"},
 	{"max-tokens", "checks.tokens.kill", "int", "kill when TOKENS go over this (metered ones with the LLM gateway)"},
 	{"max-cost", "checks.cost.kill", "number", "kill when COST_USD goes over this (USD; metered with the LLM gateway)"},
+	{"on-budget", "on_budget", "string", "kill (default) or pause: what the money checks' kill thresholds (--max-cost, --max-tokens) do; pause holds the LLM requests and freezes the tree until `hermeskilld resume ID`"},
+	{"pause-timeout", "pause_timeout", "duration", "kill a pause not resumed within this (default 1h)"},
 	{"tool-loop", "checks.tool_loop.repeats", "int", "kill when the same tool call, or cycle of 2-3 calls, repeats this many times"},
 	{"error-streak", "checks.error_streak.kill", "int", "kill after this many ERRORs without progress"},
 	{"max-steps", "checks.steps.kill", "int", "kill when PROGRESS goes over this"},
