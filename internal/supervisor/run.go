@@ -77,6 +77,8 @@ type Run struct {
 	ack *stopAck
 	// stopping is set once a ladder climbs (Stopping).
 	stopping atomic.Bool
+	// pausedNow is set while a pause freezes the tree (Paused).
+	pausedNow atomic.Bool
 
 	done    chan struct{}
 	outcome Outcome
