@@ -93,12 +93,10 @@ func (l *loop) pausesFor(t symptoms.Symptom) bool {
 
 // pause acts on the decision t of a money check with on_budget: pause.
 func (l *loop) pause(t symptoms.Symptom) {
+	rec := certs.Pause{PausedAt: t.At, Check: string(t.Check), Reason: t.Message, TimeoutMS: l.a.PauseTimeout.Milliseconds()}
+	rec = l.eff.pause(t, rec, l.runState())
 	l.state = StatePaused
-	p := &pausing{trigger: t, rec: certs.Pause{PausedAt: t.At, Check: string(t.Check), Reason: t.Message,
-		TimeoutMS: l.a.PauseTimeout.Milliseconds()}}
-	l.paused = p
-	p.rec = l.eff.pause(t, p.rec, l.runState())
-	p.timer = time.NewTimer(l.a.PauseTimeout)
+	l.paused = &pausing{trigger: t, rec: rec, timer: time.NewTimer(l.a.PauseTimeout)}
 }
 
 // pauseTimeout is the pause's timer, nil when not paused.
