@@ -317,6 +317,7 @@ type agentRun interface {
 	Reconfigure(a *config.Agent)
 	Status() supervisor.Status
 	PID() int
+	Resume(ctx context.Context, req supervisor.ResumeRequest) error
 }
 
 var _ agentRun = (*supervisor.Run)(nil)
