@@ -103,7 +103,7 @@ Run many as a service and operate them:
 		return usageError("%v\nRun '%s --help' for usage.", err, c.CommandPath())
 	})
 	root.AddCommand(newSupervise(), newDaemon(),
-		newPS(), newStatus(), newLogs(), newStop(), newStart(), newRestart(), newKill(), newEstop(), newRelease(),
+		newPS(), newStatus(), newLogs(), newStop(), newStart(), newRestart(), newKill(), newEstop(), newRelease(), newResume(),
 		newRevoke(), newRevocations(), newEvents(), newCerts(),
 		newCalibrate(), newAudit(), newKeygen(), newCheckConfig(), newVersion())
 	registerCompletions(root)

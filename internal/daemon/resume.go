@@ -68,3 +68,7 @@ func WirePause(p *certs.Pause) *control.Pause {
 	return &control.Pause{Since: p.PausedAt.UTC(), Check: p.Check, Reason: p.Reason, Frozen: p.Frozen,
 		HeldRequests: p.HeldRequests, TimeoutAt: p.PausedAt.Add(time.Duration(p.TimeoutMS) * time.Millisecond).UTC()}
 }
+
+// WireRun is a live run's status as the control API shows it (supervise's
+// control socket shows its one run so).
+func WireRun(st supervisor.Status) *control.RunStatus { return wireRun(st) }
