@@ -24,6 +24,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
+	"github.com/hermeskill/hermeskilld/internal/runjournal"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
 
@@ -102,7 +103,8 @@ func startPausing(t *testing.T, cgs *cgroup.Manager, timeout time.Duration, reac
 	a.Escalation.CoopGrace, a.Escalation.TermGrace = 300*time.Millisecond, 300*time.Millisecond
 	stdout := &safeBuffer{}
 	gw := pauseGateway(t, reached)
-	r := startRealWith(t, a, func(o *Options) { o.Gateway, o.StdoutSink, o.Cgroups = gw, stdout, cgs })
+	journal := t.TempDir()
+	r := startRealWith(t, a, func(o *Options) { o.Gateway, o.StdoutSink, o.Cgroups, o.JournalDir = gw, stdout, cgs, journal })
 	require.Eventually(t, func() bool { return r.Status().State == StatePaused }, 10*time.Second, 5*time.Millisecond,
 		"paused at the budget; output: %s", stdout.String())
 	return r, stdout
@@ -148,6 +150,18 @@ func TestRunPauseHoldsFreezesAndResumes(t *testing.T) {
 		require.True(t, rec.TerminatedAt.IsZero())
 		require.NotNil(t, rec.Metered)
 		require.InDelta(t, 0.0101, rec.Metered.CostUSD, 1e-9, "the first request's spend")
+
+		// Should hermeskilld die now, the certificate the next start
+		// writes from the run journal says the run was paused.
+		entries, err := filepath.Glob(filepath.Join(r.o.JournalDir, "*.run"))
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+		b, err := os.ReadFile(entries[0])
+		require.NoError(t, err)
+		var e runjournal.Entry
+		require.NoError(t, json.Unmarshal(b, &e))
+		require.Len(t, e.Certificate.Pauses, 1, "the journal's certificate carries the pause")
+		require.Equal(t, st.Pause.Frozen, e.Certificate.Pauses[0].Frozen)
 
 		ctx := context.Background()
 		var re *gateway.ResumeError
