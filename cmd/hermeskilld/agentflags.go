@@ -29,7 +29,7 @@ var agentFlags = []struct{ name, key, typ, usage string }{
 	{"max-fds", "checks.fds.kill", "int", "kill when the tree has more open file descriptors"},
 	{"max-tokens", "checks.tokens.kill", "int", "kill when TOKENS go over this (metered ones with the LLM gateway)"},
 	{"max-cost", "checks.cost.kill", "number", "kill when COST_USD goes over this (USD; metered with the LLM gateway)"},
-	{"on-budget", "on_budget", "string", "kill (default) or pause: what the money checks' kill thresholds (--max-cost, --max-tokens) do; pause holds the LLM requests and freezes the tree until `hermeskilld resume ID`"},
+	{"on-budget", "on_budget", "kill|pause", "what the money checks' kill thresholds (--max-cost, --max-tokens) do: kill (default), or pause: hold the LLM requests and freeze the tree until hermeskilld resume ID raises the budget"},
 	{"pause-timeout", "pause_timeout", "duration", "kill a pause not resumed within this (default 1h)"},
 	{"tool-loop", "checks.tool_loop.repeats", "int", "kill when the same tool call, or cycle of 2-3 calls, repeats this many times"},
 	{"error-streak", "checks.error_streak.kill", "int", "kill after this many ERRORs without progress"},

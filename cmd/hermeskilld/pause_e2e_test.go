@@ -5,8 +5,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,4 +105,63 @@ func TestSupervisePauseResume(t *testing.T) {
 	require.Len(t, requests, 3, "every resume is audited, the refused one too")
 	_, err = os.Stat(filepath.Join(runtime, "hermeskill", "supervise", "pause-e2e.control.sock"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "the control socket is gone with the run")
+}
+
+// Under the daemon: an agent whose budget pauses it shows "paused" in
+// ps and its pause in status; `hermeskilld resume` through the daemon's
+// socket lets it go on to its exit. A second one, paused when the daemon
+// is stopped, is not lost: thawed, it goes through the ladder, and its
+// certificate (operator daemon-shutdown) lists the pause, ended "killed".
+func TestDaemonPauseResume(t *testing.T) {
+	t.Parallel()
+	upstream, _ := usageUpstream(t)
+	root := shortTemp(t)
+	prices := writeTestFile(t, root, "prices.yaml", usagePrices)
+	script := writeTestFile(t, root, "agent.py", usageAgent)
+	d := startDaemonIn(t, root, fmt.Sprintf("gateway:\n  upstreams: [openai=%s]\n  prices: %s\n", upstream, prices))
+	agentFile := func(id string) string {
+		return fmt.Sprintf("id: %s\ncommand: [%s, %s, '5', exit]\non_budget: pause\npause_timeout: 1m\n"+
+			"checks: {cost: {kill: 0.30}}\nescalation: {coop_grace: 300ms, term_grace: 300ms}\n", id, python(t), script)
+	}
+	cl := control.NewClient(d.sock) // what `ps --json` asks, without a process a poll
+	defer cl.Close()
+	waitState := func(id, state string) {
+		var st control.AgentStatus
+		require.Eventually(t, func() bool {
+			var err error
+			st, err = cl.Status(context.Background(), id)
+			return err == nil && st.State == state
+		}, 30*time.Second, 20*time.Millisecond, "agent %s never became %s (%s)", id, state, st.State)
+	}
+	d.writeAgent("paid-bot", agentFile("paid-bot"))
+	d.writeAgent("held-bot", agentFile("held-bot"))
+	waitState("paid-bot", control.StatePaused)
+	waitState("held-bot", control.StatePaused)
+
+	r := d.ctl("ps")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^paid-bot\s+paused\s+\d+`, r.stdout)
+	r = d.ctl("status", "paid-bot", "--lines", "0")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^  check\s+cost$`, r.stdout)
+	assert.Regexp(t, `(?m)^  resume\s+hermeskilld resume paid-bot`, r.stdout)
+
+	r = d.ctl("resume", "paid-bot", "--max-cost", "20")
+	require.Equal(t, 0, r.code, r.stderr)
+	waitState("paid-bot", control.StateExited)
+	r = d.ctl("resume", "paid-bot", "--max-cost", "30")
+	require.Equal(t, exitFailure, r.code, "not paused: %s", r.stderr)
+
+	d.stop(syscall.SIGTERM)
+	var killed map[string]any
+	for _, c := range d.certs() {
+		if c["agent_id"] == "held-bot" && c["mode"] == certs.ModeEnforce {
+			killed = c
+		}
+	}
+	require.NotNil(t, killed, "the paused agent's certificate; daemon log:\n%s", d.logText())
+	assert.Equal(t, "daemon-shutdown", killed["operator"])
+	pauses := killed["pauses"].([]any)
+	require.Len(t, pauses, 1)
+	assert.Equal(t, certs.PauseKilled, pauses[0].(map[string]any)["ended"])
 }
