@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -66,6 +67,11 @@ func (f *resumeFlags) run(c *cobra.Command, id string) error {
 	cl := control.NewClient(path)
 	defer cl.Close()
 	res, err := cl.Resume(c.Context(), control.ResumeRequest{ID: id, CostUSD: f.maxCost, Tokens: f.tokens})
+	if errors.Is(err, control.ErrNoDaemon) && f.ctl.socket == "" && os.Getenv(control.EnvSocket) == "" {
+		return &exitError{code: exitDaemonAbsent, err: fmt.Errorf(
+			"nothing serves agent %s: no supervise run of it with on_budget: pause (its socket would be %s) and no daemon at %s; pass --control-socket",
+			id, heartbeat.SupervisorControlSocket(id), path)}
+	}
 	if err != nil {
 		return ctlError(err, path)
 	}
