@@ -64,8 +64,10 @@ type effects interface {
 	// thaw thaws the tree a pause froze, before the ladder.
 	thaw()
 	// journal rewrites the run's journal entry when it is due; st is
-	// called only then.
+	// called only then. journalNow rewrites it at once (a pause, a
+	// resume: what a death of hermeskilld's would leave must say so).
 	journal(st func() runState)
+	journalNow(st runState)
 	emit(Event)
 }
 

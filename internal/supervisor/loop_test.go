@@ -86,6 +86,7 @@ func (f *fakeEffects) readNow()                            {}
 func (f *fakeEffects) answered(string, time.Time)          {}
 func (f *fakeEffects) setBudget(*config.Agent)             {}
 func (f *fakeEffects) journal(func() runState)             {}
+func (f *fakeEffects) journalNow(runState)                 {}
 
 func (f *fakeEffects) pause(t symptoms.Symptom, rec certs.Pause, _ runState) certs.Pause {
 	f.mu.Lock()

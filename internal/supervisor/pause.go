@@ -160,6 +160,7 @@ func (l *loop) resume(req ResumeRequest) error {
 	l.log.Info("resumed", zap.String("operator", req.Operator), zap.String("budget", budget),
 		zap.Duration("paused", now.Sub(p.rec.PausedAt)))
 	l.eff.emit(Event{Type: EventResumed, Time: now, Pause: &l.pauses[len(l.pauses)-1]})
+	l.eff.journalNow(l.runState())
 	l.handle(l.engine.Resume(engineConfig(l.a, l.metered), now))
 	return nil
 }
@@ -250,11 +251,9 @@ func (r *Run) pause(t symptoms.Symptom, rec certs.Pause, st runState) certs.Paus
 		r.log.Info("pause record written", zap.String("path", path))
 	}
 	r.emit(Event{Type: EventPaused, Cert: c, CertPath: path, Err: err, Pause: &rec, Time: t.At})
-	if r.jrnl != nil {
-		// Should hermeskilld die now, the certificate the next start
-		// writes says the run was paused.
-		r.journalWrite(st, time.Now())
-	}
+	// Should hermeskilld die now, the certificate the next start writes
+	// says the run was paused.
+	r.journalNow(st)
 	return rec
 }
 
