@@ -32,6 +32,8 @@ var agentFlags = []struct{ name, key, typ, usage string }{
 	{"max-cost-rate", "checks.cost_rate", "usd/duration", "kill when the spend within a sliding window goes over USD, such as 0.50/1m (metered with the LLM gateway, else the increases of COST_USD)"},
 	{"max-requests-rate", "checks.requests_rate", "n/duration", "kill when more than N LLM requests reach the gateway within a sliding window, such as 30/1m (without it: usage reports)"},
 	{"max-tokens-rate", "checks.tokens_rate", "n/duration", "kill when the tokens within a sliding window go over N, such as 100000/1m (metered with the LLM gateway, else the increases of TOKENS)"},
+	{"on-budget", "on_budget", "kill|pause", "what the money checks' kill thresholds (--max-cost, --max-tokens) do: kill (default), or pause: hold the LLM requests and freeze the tree until hermeskilld resume ID raises the budget"},
+	{"pause-timeout", "pause_timeout", "duration", "kill a pause not resumed within this (default 1h)"},
 	{"tool-loop", "checks.tool_loop.repeats", "int", "kill when the same tool call, or cycle of 2-3 calls, repeats this many times"},
 	{"error-streak", "checks.error_streak.kill", "int", "kill after this many ERRORs without progress"},
 	{"max-steps", "checks.steps.kill", "int", "kill when PROGRESS goes over this"},

@@ -338,6 +338,18 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 			kv("release", "hermeskilld release "+st.ID)
 		})
 	}
+	if r := st.Run; r != nil && r.Pause != nil {
+		p := r.Pause
+		section(w, "pause", func(kv func(k, v string)) {
+			kv("since", stampText(p.Since))
+			kv("check", p.Check)
+			kv("reason", p.Reason)
+			kv("frozen", display.OrDash(p.Frozen))
+			kv("held requests", fmt.Sprint(p.HeldRequests))
+			kv("killed at", stampText(p.TimeoutAt)+" unless resumed")
+			kv("resume", "hermeskilld resume "+st.ID+" --max-cost USD | --max-tokens N")
+		})
+	}
 	mapSection(w, "checks", st.Checks)
 	mapSection(w, "escalation", st.Escalation)
 	if len(st.Pending) > 0 {

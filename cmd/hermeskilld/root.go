@@ -106,7 +106,7 @@ Prove this host can halt an agent:
 		return usageError("%v\nRun '%s --help' for usage.", err, c.CommandPath())
 	})
 	root.AddCommand(newSupervise(), newDaemon(),
-		newPS(), newStatus(), newLogs(), newStop(), newStart(), newRestart(), newKill(), newEstop(), newRelease(),
+		newPS(), newStatus(), newLogs(), newStop(), newStart(), newRestart(), newKill(), newEstop(), newRelease(), newResume(),
 		newRevoke(), newRevocations(), newBudgets(), newEvents(), newCerts(),
 		newCalibrate(), newAudit(), newKeygen(), newCheckConfig(), newSelftest(), newSelftestCanary(), newVersion())
 	registerCompletions(root)

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -192,6 +193,17 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 	opts := h.RunOptions(a)
 	opts.SocketDir, opts.Credential, opts.HeartbeatRate = sockDir, cred, config.DefaultHeartbeatRate
 	setStdio(&opts, tt)
+	var ctl *superviseControl
+	var ctlBackend *superviseBackend
+	if a.OnBudget == config.OnBudgetPause {
+		// `hermeskilld resume ID` from another terminal reaches us there.
+		ctlBackend = &superviseBackend{agent: a, started: time.Now(), rec: h.Recorder, log: log}
+		if ctl, err = listenControl(a, ctlBackend, log); err != nil {
+			h.CloseKeeper()
+			return &exitError{code: exitUsage, err: err}
+		}
+		defer ctl.close()
+	}
 	r, err := supervisor.Start(opts)
 	if err != nil {
 		h.CloseKeeper()
@@ -202,13 +214,18 @@ func (f *superviseFlags) run(c *cobra.Command, args []string) error {
 		return &exitError{code: exitUsage, err: err}
 	}
 	one.Set(r)
+	if ctl != nil {
+		ctlBackend.run = r
+		ctl.serve(log)
+	}
 	if h.Metrics != nil {
 		h.Metrics.SetSource(func() []metrics.AgentSample {
 			st := r.Status()
 			return []metrics.AgentSample{metrics.SampleOf(a.ID, st.State, &st, h.Gateway != nil)}
 		})
 	}
-	tt.Started(r.Main(), r.Stopping)
+	// A pause's SIGSTOP is no stop of the agent's for the terminal.
+	tt.Started(r.Main(), func() bool { return r.Stopping() || r.Paused() })
 	go relaySignals(sigs, r, tt, log)
 	out := r.Wait()
 	// Before anything else, so that a Ctrl-C during the control plane's

@@ -99,8 +99,8 @@ func Compute(entries []certs.Entry, labels []Label, since time.Time) []CheckStat
 	ttd := map[string][]time.Duration{}
 	for _, e := range entries {
 		c := e.Cert
-		if c == nil || c.TriggerType == certs.TriggerExternal || c.TriggeredAt.Before(since) {
-			continue
+		if c == nil || c.TriggerType == certs.TriggerExternal || c.Mode == certs.ModePaused || c.TriggeredAt.Before(since) {
+			continue // a pause record is no kill: the kill, if one follows, has its certificate
 		}
 		s := byCheck[c.TriggerCheck]
 		if s == nil {

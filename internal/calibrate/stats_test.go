@@ -176,3 +176,19 @@ func TestRenderTableEscapesControls(t *testing.T) {
 	assert.Contains(t, b.String(), `evil\x1b[2J\tcheck`, "escaped as everywhere else")
 	assert.Contains(t, b.String(), `"" 1`)
 }
+
+// A pause record (on_budget: pause) is no kill: only the certificate of
+// the kill that may follow counts.
+func TestComputeSkipsPauseRecords(t *testing.T) {
+	at := statsT0
+	entries := []certs.Entry{
+		{Cert: &certs.Certificate{CertID: "p", Mode: certs.ModePaused, TriggerType: certs.TriggerAuto, TriggerCheck: "cost", TriggeredAt: at}},
+		{Cert: &certs.Certificate{CertID: "k", Mode: certs.ModeEnforce, TriggerType: certs.TriggerAuto, TriggerCheck: "cost",
+			TriggeredAt: at.Add(time.Hour), TerminatedAt: at.Add(time.Hour + time.Second), Escalation: certs.Escalation{Reached: "cooperative"}}},
+	}
+	got := Compute(entries, nil, time.Time{})
+	require.Len(t, got, 1)
+	assert.Equal(t, "cost", got[0].Check)
+	assert.Equal(t, 1, got[0].Kills)
+	assert.Zero(t, got[0].ShadowKills)
+}

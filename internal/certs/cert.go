@@ -17,6 +17,10 @@ const Schema = "hermeskill.death-certificate.v1"
 const (
 	ModeEnforce = "enforce" // Mode: the agent was killed
 	ModeShadow  = "shadow"  // Mode: shadow mode, nothing was signalled
+	// ModePaused: a pause record, not a death: a money check's kill
+	// threshold paused the run (on_budget: pause); the agent lives on,
+	// frozen, until a resume or its pause_timeout.
+	ModePaused = "paused"
 
 	ContainmentCgroup = "cgroup" // Containment: the agent had its own cgroup v2
 	ContainmentPgroup = "pgroup" // Containment: process group plus /proc descendants
@@ -84,7 +88,12 @@ type Certificate struct {
 	// InternalError is set when hermeskilld's own code serving the run
 	// panicked (check internal_error).
 	InternalError *InternalError `json:"internal_error,omitempty"`
-	Signature     *Signature     `json:"signature,omitempty"`
+	// Pauses are the run's pauses for a money check (on_budget: pause),
+	// oldest first: in a pause record, the pause it records; in a
+	// certificate, every pause of the run, the last one unresumed when
+	// its timeout (or a kill while paused) ended it.
+	Pauses    []Pause    `json:"pauses,omitempty"`
+	Signature *Signature `json:"signature,omitempty"`
 }
 
 // ChildRun is what a run started inside another spent through the
@@ -95,6 +104,40 @@ type ChildRun struct {
 	Tokens   int64   `json:"tokens"`
 	CostUSD  float64 `json:"cost_usd"`
 }
+
+// Pause is one pause of a run: since when, for which check, how it was
+// held, and how it ended.
+type Pause struct {
+	PausedAt time.Time `json:"paused_at"`
+	Check    string    `json:"check"`
+	Reason   string    `json:"reason"`
+	// Frozen is how the tree was frozen: "cgroup" (cgroup.freeze),
+	// "sigstop" (SIGSTOP to every process), or "" when it could not be
+	// (FreezeError says why).
+	Frozen      string `json:"frozen"`
+	FreezeError string `json:"freeze_error,omitempty"`
+	// HeldRequests counts the LLM requests the gateway held at the pause.
+	HeldRequests int   `json:"held_requests"`
+	TimeoutMS    int64 `json:"timeout_ms"`
+	// EndedAt is when the pause ended (zero while it lasts); Ended says
+	// how: "resumed" (by Operator, to the budget in Budget), "timeout",
+	// or "killed" (an operator's kill, an internal error, hermeskilld's
+	// own stop).
+	EndedAt    time.Time `json:"ended_at"`
+	Ended      string    `json:"ended,omitempty"`
+	DurationMS float64   `json:"duration_ms"`
+	Operator   string    `json:"operator,omitempty"`
+	// Budget is the budget a resume raised the run's to: "cost $2.00",
+	// "tokens 20000".
+	Budget string `json:"budget,omitempty"`
+}
+
+// How a pause ended (Pause.Ended).
+const (
+	PauseResumed = "resumed"
+	PauseTimeout = "timeout"
+	PauseKilled  = "killed"
+)
 
 // InternalError is a panic recovered in hermeskilld's code serving the
 // run: where, the panic's value and the panicking goroutine's stack (its

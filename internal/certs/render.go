@@ -36,6 +36,7 @@ func Render(w io.Writer, c *Certificate) error {
 	r.headline()
 	r.identity()
 	r.symptoms()
+	r.pauses()
 	r.shutdown()
 	r.finalState()
 	r.processTree()
@@ -78,6 +79,8 @@ func (r *renderer) headline() {
 	switch {
 	case c.Mode == ModeShadow:
 		r.printf("%s would have been killed (%s) [shadow mode: nothing was signalled]\n", agent, why)
+	case c.Mode == ModePaused:
+		r.printf("%s paused (%s) [pause record: LLM requests held, tree frozen until `hermeskilld resume %s` or the pause timeout]\n", agent, why, agent)
 	case c.TriggerType == TriggerExternal:
 		r.printf("%s died (%s), not killed by hermeskilld\n", agent, why)
 	case c.TriggerType == TriggerManual:
@@ -196,6 +199,28 @@ func (r *renderer) symptoms() {
 		for _, s := range r.c.SymptomsLog {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.clock(s.At), display.Clean(s.Severity), display.Clean(s.Check),
 				display.OrDash(display.Clean(s.Observed)), display.OrDash(display.Clean(s.Threshold)), display.Clean(s.Message))
+		}
+	})
+}
+
+func (r *renderer) pauses() {
+	if len(r.c.Pauses) == 0 {
+		return
+	}
+	r.printf("\npauses (%d)\n", len(r.c.Pauses))
+	r.table(0, func(tw io.Writer) {
+		fmt.Fprintf(tw, "  PAUSED\tCHECK\tFROZEN\tHELD\tFOR\tENDED\tDETAIL\n")
+		for _, p := range r.c.Pauses {
+			ended := display.OrDash(display.Clean(p.Ended))
+			detail := display.Clean(p.Budget)
+			if p.Operator != "" {
+				detail = strings.TrimSpace(detail + " by " + display.Clean(p.Operator))
+			}
+			if p.FreezeError != "" {
+				detail = strings.TrimSpace(detail + " not frozen: " + display.Clean(p.FreezeError))
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.clock(p.PausedAt), display.Clean(p.Check), display.OrDash(display.Clean(p.Frozen)),
+				p.HeldRequests, dur(time.Duration(p.DurationMS*float64(time.Millisecond))), ended, display.OrDash(detail))
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -125,4 +126,23 @@ func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full")
 
 func TestRenderWriteError(t *testing.T) {
 	require.EqualError(t, Render(failWriter{}, fullCert()), "disk full")
+}
+
+// A pause record says so in its headline; every certificate with pauses
+// lists them: since when, how frozen, how many requests held, how long,
+// how it ended.
+func TestRenderPauses(t *testing.T) {
+	paused := fullCert()
+	paused.Mode, paused.TriggerCheck, paused.TriggerReason = ModePaused, "cost", "does not fit"
+	paused.Exit, paused.TerminatedAt, paused.Escalation.Reached = Exit{}, time.Time{}, ReachedNone
+	at := paused.TriggeredAt
+	paused.Pauses = []Pause{{PausedAt: at, Check: "cost", Reason: "does not fit", Frozen: "cgroup", HeldRequests: 2, TimeoutMS: 3600000}}
+	out := render(t, paused)
+	assert.True(t, strings.HasPrefix(out, "research-bot paused (cost: does not fit) [pause record: LLM requests held, tree frozen until `hermeskilld resume research-bot` or the pause timeout]\n"), out)
+	assert.Regexp(t, `(?m)^pauses \(1\)\n  PAUSED\s+CHECK\s+FROZEN\s+HELD\s+FOR\s+ENDED\s+DETAIL\n  \S+\s+cost\s+cgroup\s+2\s+0s\s+-\s+-$`, out)
+
+	killed := fullCert()
+	killed.Pauses = []Pause{{PausedAt: at, Check: "cost", Frozen: "sigstop", HeldRequests: 1, EndedAt: at.Add(time.Hour),
+		Ended: PauseTimeout, DurationMS: 3600000}}
+	assert.Regexp(t, `(?m)^  \S+\s+cost\s+sigstop\s+1\s+1h0m0s\s+timeout\s+-$`, render(t, killed))
 }

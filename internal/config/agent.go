@@ -36,6 +36,20 @@ const (
 	AfterKillRestart    AfterKill = "restart"    // restarted with the restart backoff and limits
 )
 
+// OnBudget says what a money check's kill threshold does (yaml:
+// on_budget): the money checks are those of spend (cost, tokens).
+type OnBudget string
+
+// The on_budget values.
+const (
+	OnBudgetKill  OnBudget = "kill"  // the ladder, as any check
+	OnBudgetPause OnBudget = "pause" // the LLM requests held, the tree frozen, until `hermeskilld resume ID` or pause_timeout
+)
+
+// DefaultPauseTimeout is pause_timeout's default: how long a paused run
+// waits for a resume before it is killed.
+const DefaultPauseTimeout = time.Hour
+
 // RestartPolicy says when the daemon restarts an agent that exited by itself
 // (yaml: restart.policy).
 type RestartPolicy string
@@ -66,18 +80,22 @@ const (
 // the file does not say. The tags are the schema (see schema.go); the
 // docs/configuration.md describes each key.
 type Agent struct {
-	ID         string            `yaml:"id" config:"nonempty,perfile"`
-	Labels     map[string]string `yaml:"labels"`                        // free-form metadata: selected by ps --selector, shown by status
-	Command    []string          `yaml:"command" config:"perfile"`      // argv, never run through a shell
-	User       string            `yaml:"user" config:"id"`              // name or numeric uid to run as; "" = hermeskilld's own user
-	Cwd        string            `yaml:"cwd" config:"nonempty,perfile"` // absolute working directory; "" = hermeskilld's own
-	Env        map[string]string `yaml:"env"`                           // added to (and overriding) hermeskilld's environment
-	Mode       Mode              `yaml:"mode" config:"oneof=enforce|shadow"`
-	AfterKill  AfterKill         `yaml:"after_kill" config:"oneof=quarantine|restart"`
-	Restart    Restart           `yaml:"restart"`
-	Escalation Escalation        `yaml:"escalation"`
-	Checks     Checks            `yaml:"checks"`
-	Gateway    Gateway           `yaml:"gateway" config:"perfile"` // supervise only: the daemon's gateway is in its own file
+	ID        string            `yaml:"id" config:"nonempty,perfile"`
+	Labels    map[string]string `yaml:"labels"`                        // free-form metadata: selected by ps --selector, shown by status
+	Command   []string          `yaml:"command" config:"perfile"`      // argv, never run through a shell
+	User      string            `yaml:"user" config:"id"`              // name or numeric uid to run as; "" = hermeskilld's own user
+	Cwd       string            `yaml:"cwd" config:"nonempty,perfile"` // absolute working directory; "" = hermeskilld's own
+	Env       map[string]string `yaml:"env"`                           // added to (and overriding) hermeskilld's environment
+	Mode      Mode              `yaml:"mode" config:"oneof=enforce|shadow"`
+	AfterKill AfterKill         `yaml:"after_kill" config:"oneof=quarantine|restart"`
+	// OnBudget and PauseTimeout: a money check's kill threshold pauses the
+	// run instead (pause), for at most PauseTimeout before the kill.
+	OnBudget     OnBudget      `yaml:"on_budget" config:"oneof=kill|pause"`
+	PauseTimeout time.Duration `yaml:"pause_timeout"`
+	Restart      Restart       `yaml:"restart"`
+	Escalation   Escalation    `yaml:"escalation"`
+	Checks       Checks        `yaml:"checks"`
+	Gateway      Gateway       `yaml:"gateway" config:"perfile"` // supervise only: the daemon's gateway is in its own file
 	// ControlPlane is supervise only (the daemon's is in its own file):
 	// where supervise delivers its certificates and polls for kill
 	// directives; nil = none. ParseAgent refuses it under the daemon.
@@ -159,10 +177,12 @@ const DefaultAckWait = 250 * time.Millisecond
 // command or checks: what `supervise` uses without --config.
 func DefaultAgent() *Agent {
 	return &Agent{
-		Labels:    map[string]string{},
-		Env:       map[string]string{},
-		Mode:      ModeEnforce,
-		AfterKill: AfterKillQuarantine,
+		Labels:       map[string]string{},
+		Env:          map[string]string{},
+		Mode:         ModeEnforce,
+		AfterKill:    AfterKillQuarantine,
+		OnBudget:     OnBudgetKill,
+		PauseTimeout: DefaultPauseTimeout,
 		Restart: Restart{
 			Policy:      RestartNever,
 			Backoff:     time.Second,
@@ -294,6 +314,9 @@ func (a *Agent) problems(requireIDAndCommand bool) []problem {
 		}
 	}
 	ps = append(ps, schemaProblems(reflect.ValueOf(a).Elem(), "")...)
+	if a.PauseTimeout == 0 {
+		add("pause_timeout", "", "must be above 0: a pause is never endless (the default is %s)", FormatDuration(DefaultPauseTimeout))
+	}
 	ps = append(ps, a.Restart.problems()...)
 	ps = append(ps, a.Escalation.problems()...)
 	ps = append(ps, a.ControlPlane.problems()...)

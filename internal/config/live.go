@@ -15,11 +15,12 @@ import (
 // others, which need a new process.
 
 // WithLive returns a with next's live fields: checks, escalation, mode,
-// labels, restart and after_kill. Identity and how the agent is started
+// labels, restart, after_kill, on_budget and pause_timeout. Identity and how the agent is started
 // (command, user, env, cwd, its gateway, its control_plane) stay a's.
 func (a Agent) WithLive(next *Agent) *Agent {
 	a.Checks, a.Escalation, a.Mode = next.Checks, next.Escalation, next.Mode
 	a.Labels, a.Restart, a.AfterKill = next.Labels, next.Restart, next.AfterKill
+	a.OnBudget, a.PauseTimeout = next.OnBudget, next.PauseTimeout
 	return &a
 }
 

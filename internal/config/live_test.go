@@ -14,7 +14,7 @@ import (
 // Every field of Agent is either applied live (WithLive), named by
 // StartDiff, or identity: a field added without a decision fails here.
 func TestEveryAgentFieldIsLiveOrAtStart(t *testing.T) {
-	live := map[string]bool{"Checks": true, "Escalation": true, "Mode": true, "Labels": true, "Restart": true, "AfterKill": true}
+	live := map[string]bool{"Checks": true, "Escalation": true, "Mode": true, "Labels": true, "Restart": true, "AfterKill": true, "OnBudget": true, "PauseTimeout": true}
 	atStart := map[string]bool{"Command": true, "User": true, "Env": true, "Cwd": true, "Gateway": true, "ControlPlane": true}
 	identity := map[string]bool{"ID": true, "Source": true}
 	typ := reflect.TypeOf(Agent{})

@@ -169,7 +169,7 @@ func TestSetErrors(t *testing.T) {
 func TestSetEveryKey(t *testing.T) {
 	a := DefaultAgent()
 	for _, kv := range []struct{ key, value string }{
-		{"id", "bot"}, {"user", "1000"}, {"cwd", "/srv"}, {"mode", "shadow"}, {"after_kill", "restart"},
+		{"id", "bot"}, {"user", "1000"}, {"cwd", "/srv"}, {"mode", "shadow"}, {"after_kill", "restart"}, {"on_budget", "pause"}, {"pause_timeout", "10m"},
 		{"restart.policy", "on-failure"}, {"restart.backoff", "2s"}, {"restart.max_backoff", "1m"},
 		{"restart.max_restarts", "3"}, {"restart.window", "5m"}, {"restart.stable_after", "30s"},
 		{"escalation.coop_signal", "none"}, {"escalation.coop_grace", "1s"}, {"escalation.term_grace", "2s"}, {"escalation.dump_wait", "0"}, {"escalation.ack_wait", "100ms"},
@@ -185,6 +185,7 @@ func TestSetEveryKey(t *testing.T) {
 	}
 	require.Equal(t, &Agent{
 		ID: "bot", Labels: map[string]string{}, Env: map[string]string{}, User: "1000", Cwd: "/srv", Mode: ModeShadow, AfterKill: AfterKillRestart,
+		OnBudget: OnBudgetPause, PauseTimeout: 10 * time.Minute,
 		Restart:    Restart{Policy: RestartOnFailure, Backoff: 2 * time.Second, MaxBackoff: time.Minute, MaxRestarts: 3, Window: 5 * time.Minute, StableAfter: 30 * time.Second},
 		Escalation: Escalation{CoopGrace: time.Second, TermGrace: 2 * time.Second, AckWait: 100 * time.Millisecond},
 		Checks: Checks{

@@ -12,7 +12,8 @@
 // operations.md describes them.
 //
 // Authorisation: root and members of the operators group may
-// change things (kill, estop, release, stop, start, restart, revoke);
+// change things (kill, estop, release, stop, start, restart, revoke,
+// resume);
 // members of the read group, and the operators, may read (list, status,
 // certificates, events, agents' output logs); everyone else
 // gets 403. Every changing request is passed to the Backend's audit hook
@@ -51,6 +52,7 @@ const (
 	StateStarting    = "starting"
 	StateRunning     = "running"
 	StateStopping    = "stopping"
+	StatePaused      = "paused"      // a money check paused it (on_budget: pause): LLM requests held, tree frozen, until resume
 	StateBackoff     = "backoff"     // exited; restarting after a delay
 	StateExited      = "exited"      // exited; not restarted (policy)
 	StateFailed      = "failed"      // crash loop: restart limit reached
@@ -166,6 +168,19 @@ type RunStatus struct {
 	SamplerError *SamplerError `json:"sampler_error,omitempty"`
 	// Messages counts the datagrams of the heartbeat socket.
 	Messages MessageCounts `json:"messages"`
+	// Pause is the pause in progress (state "paused").
+	Pause *Pause `json:"pause,omitempty"`
+}
+
+// Pause is a run's pause for a money check (on_budget: pause).
+type Pause struct {
+	Since        time.Time `json:"since"`
+	Check        string    `json:"check"` // cost or tokens
+	Reason       string    `json:"reason"`
+	Frozen       string    `json:"frozen"` // cgroup, sigstop, or empty: not frozen
+	HeldRequests int       `json:"held_requests"`
+	// TimeoutAt is when the run is killed unless resumed.
+	TimeoutAt time.Time `json:"timeout_at"`
 }
 
 // AgentReport is what an agent said about itself over its socket.
@@ -340,6 +355,24 @@ type BudgetLiftRequest struct {
 	Operator string `json:"operator,omitempty"`
 }
 
+// ResumeRequest resumes a paused run (state "paused"): its budget is
+// raised to CostUSD and/or Tokens (the new kill thresholds; 0 leaves one
+// as it is), its tree thawed, and the LLM requests held go on. The budget
+// the run paused for must be raised above what it spent, enough to admit
+// the first held request.
+type ResumeRequest struct {
+	ID       string  `json:"id"`
+	CostUSD  float64 `json:"max_cost_usd,omitempty"`
+	Tokens   int64   `json:"max_tokens,omitempty"`
+	Operator string  `json:"operator,omitempty"`
+}
+
+// ResumeResult is the answer to a resume: the agent's state after it.
+type ResumeResult struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+}
+
 // ReleaseRequest lets a quarantined agent (or, with Estop, every agent
 // held by the e-stop) start again.
 type ReleaseRequest struct {
@@ -473,6 +506,10 @@ type Backend interface {
 	// returns io.EOF). The caller closes it.
 	Logs(ctx context.Context, id string, req LogsRequest) (io.ReadCloser, error)
 	Revoke(ctx context.Context, req RevokeRequest) (RevokeResult, error)
+	// Resume resumes a paused run: ErrNotFound, ErrConflict when it is
+	// not paused, ErrBadInput when the budget given does not raise it
+	// enough.
+	Resume(ctx context.Context, req ResumeRequest) (ResumeResult, error)
 	Revocations() []Revocation
 	Lift(req LiftRequest) error
 	// Budgets lists the budgets across runs; LiftBudget lifts a tripped

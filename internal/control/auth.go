@@ -150,12 +150,19 @@ const (
 type authorizer struct {
 	readGroup, opsGroup string
 	member              MemberFunc
+	owner               int                // ServerOptions.OwnerUID
+	refuse              func(Caller) error // ServerOptions.Refuse
 }
 
 // allow returns nil when c may perform an operation of level need, else
 // an error matching ErrForbidden that says which group is needed.
 func (a *authorizer) allow(c Caller, need access, what string) error {
-	if c.UID == 0 {
+	if a.refuse != nil {
+		if err := a.refuse(c); err != nil {
+			return err
+		}
+	}
+	if c.UID == 0 || a.owner != 0 && c.UID == a.owner {
 		return nil
 	}
 	ok, err := a.in(c, a.opsGroup)

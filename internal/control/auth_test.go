@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -21,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/control/controltest"
 	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
@@ -92,6 +94,16 @@ func TestAuthorization(t *testing.T) {
 		assert.Equal(t, 65534, a.Caller.GID)
 		assert.Equal(t, control.CallerName(65534), a.Body.(control.KillRequest).Operator)
 		assert.Equal(t, control.CallerName(65534), b.Agent("alpha").Quarantine.Operator)
+	})
+
+	t.Run("owner", func(t *testing.T) {
+		// supervise's own socket: its user may kill (and resume) without
+		// any group.
+		b := fake()
+		c := serveNobody(t, b, control.ServerOptions{OwnerUID: 65534, Member: nobodyMember})
+		r := asUser(t, bin, "kill", c.Path())
+		assert.Equal(t, "ok", r.Kind, r.Msg)
+		assert.Equal(t, []string{"audit POST /v1/kill", "kill"}, b.Calls())
 	})
 
 	t.Run("membership lookup fails", func(t *testing.T) {
@@ -193,6 +205,38 @@ func TestRootAlwaysAllowed(t *testing.T) {
 	_, c := serve(t, fake(), control.ServerOptions{Member: nobodyMember})
 	_, err := c.Kill(context.Background(), control.KillRequest{ID: "alpha", Reason: "root"})
 	require.NoError(t, err)
+}
+
+// Refuse comes before every rule, root's too: supervise's socket refuses
+// its agent's processes (here, by pid, the test itself), which run as its
+// user, so that an agent cannot resume itself past its budget.
+func TestRefuseBeforeRoot(t *testing.T) {
+	requireRoot(t)
+	b := controltest.New(control.DaemonInfo{Version: "test"},
+		control.AgentStatus{AgentInfo: control.AgentInfo{ID: "paused-bot", State: control.StatePaused}})
+	refused := true
+	_, c := serve(t, b, control.ServerOptions{Member: nobodyMember, Refuse: func(cl control.Caller) error {
+		if refused && cl.PID == os.Getpid() {
+			return fmt.Errorf("%w: the agent's own processes may not change its run", control.ErrForbidden)
+		}
+		return nil
+	}})
+	ctx := context.Background()
+	_, err := c.Resume(ctx, control.ResumeRequest{ID: "paused-bot", CostUSD: 2})
+	require.ErrorIs(t, err, control.ErrForbidden)
+	require.Contains(t, err.Error(), "the agent's own processes")
+	require.Empty(t, b.Calls(), "neither audited nor acted on")
+
+	refused = false
+	_, err = c.Resume(ctx, control.ResumeRequest{ID: "paused-bot"})
+	require.ErrorIs(t, err, control.ErrBadInput, "a resume names the new budget")
+	res, err := c.Resume(ctx, control.ResumeRequest{ID: "paused-bot", CostUSD: 2})
+	require.NoError(t, err)
+	require.Equal(t, control.StateRunning, res.State)
+	require.Equal(t, []string{"audit POST /v1/resume", "resume"}, b.Calls())
+	require.Equal(t, 2.0, b.Audits()[0].Body.(control.ResumeRequest).CostUSD)
+	_, err = c.Resume(ctx, control.ResumeRequest{ID: "paused-bot", CostUSD: 3})
+	require.ErrorIs(t, err, control.ErrConflict, "not paused any more")
 }
 
 // Another user cannot take the control socket's descriptors: past its

@@ -167,6 +167,12 @@ func (c *Client) Stop(ctx context.Context, req StopRequest) (ActionResult, error
 	return v, c.do(ctx, http.MethodPost, "/v1/stop", req, &v)
 }
 
+// Resume is POST /v1/resume: it returns once the run runs again.
+func (c *Client) Resume(ctx context.Context, req ResumeRequest) (ResumeResult, error) {
+	var v ResumeResult
+	return v, c.do(ctx, http.MethodPost, "/v1/resume", req, &v)
+}
+
 // Start is POST /v1/start: it returns once the agent has started (or
 // failed to).
 func (c *Client) Start(ctx context.Context, req StartRequest) (ActionResult, error) {

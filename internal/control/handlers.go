@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -131,6 +132,31 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request, c Caller) error {
 	s.log.Info("stop requested", zap.String("caller", c.Name), zap.Int("pid", c.PID), zap.String("id", req.ID),
 		zap.String("reason", req.Reason), zap.Bool("wait", req.Wait))
 	res, err := s.b.Stop(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, res)
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request, c Caller) error {
+	var req ResumeRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := checkAgentAction(req.ID, ""); err != nil {
+		return err
+	}
+	switch {
+	case req.CostUSD < 0 || req.Tokens < 0 || math.IsNaN(req.CostUSD) || math.IsInf(req.CostUSD, 0):
+		return fmt.Errorf("%w: a budget is a positive number", ErrBadInput)
+	case req.CostUSD == 0 && req.Tokens == 0:
+		return fmt.Errorf("%w: give the new budget: max_cost_usd and/or max_tokens", ErrBadInput)
+	}
+	req.Operator = c.Name
+	s.b.AuditRequest(c, r.Method, r.URL.Path, req)
+	s.log.Info("resume requested", zap.String("caller", c.Name), zap.Int("pid", c.PID), zap.String("id", req.ID),
+		zap.Float64("max_cost_usd", req.CostUSD), zap.Int64("max_tokens", req.Tokens))
+	res, err := s.b.Resume(r.Context(), req)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,13 @@ type ServerOptions struct {
 	MaxConns, MaxConnsPerUser int
 	// Member decides group membership; nil means InGroup.
 	Member MemberFunc
+	// OwnerUID, when not 0, is a user who may do everything an operator
+	// may (supervise's own user, on its own control socket).
+	OwnerUID int
+	// Refuse, when set, refuses a caller before any other rule (an error
+	// matching ErrForbidden): supervise refuses its agent's own processes,
+	// which run as its user.
+	Refuse func(c Caller) error
 	// EventsHeartbeat: 0 means DefaultEventsHeartbeat.
 	EventsHeartbeat time.Duration
 	Log             *zap.Logger
@@ -100,7 +107,8 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 	if s.heartbeat <= 0 {
 		s.heartbeat = DefaultEventsHeartbeat
 	}
-	s.auth = authorizer{readGroup: opts.ReadGroup, opsGroup: opts.OperatorsGroup, member: opts.Member}
+	s.auth = authorizer{readGroup: opts.ReadGroup, opsGroup: opts.OperatorsGroup, member: opts.Member,
+		owner: opts.OwnerUID, refuse: opts.Refuse}
 	if s.auth.member == nil {
 		s.auth.member = InGroup
 	}
@@ -116,6 +124,7 @@ func NewServer(b Backend, opts ServerOptions) *Server {
 	s.route(mux, "POST /v1/stop", accessChange, "stopping agents", s.stop)
 	s.route(mux, "POST /v1/start", accessChange, "starting agents", s.start)
 	s.route(mux, "POST /v1/restart", accessChange, "restarting agents", s.restart)
+	s.route(mux, "POST /v1/resume", accessChange, "resuming agents", s.resume)
 	s.route(mux, "GET /v1/agents/{id}/logs", accessRead, "reading agents' output", s.logs)
 	s.route(mux, "POST /v1/revoke", accessChange, "revoking agents", s.revoke)
 	s.route(mux, "GET /v1/revocations", accessRead, "listing revocations", s.revocations)

@@ -109,6 +109,17 @@ func (d *Daemon) streamEvent(ev supervisor.Event) {
 		}
 	case supervisor.EventCertFailed:
 		out.Message = fmt.Sprintf("certificate not written: %v", ev.Err)
+	case supervisor.EventPaused:
+		if p := ev.Pause; p != nil {
+			out.Message = fmt.Sprintf("paused (%s: %s); %d LLM request(s) held, tree frozen (%s); pause record %s",
+				p.Check, p.Reason, p.HeldRequests, p.Frozen, ev.CertPath)
+			out.Data = map[string]any{"check": p.Check, "held_requests": p.HeldRequests, "timeout_ms": p.TimeoutMS}
+		}
+	case supervisor.EventResumed:
+		if p := ev.Pause; p != nil {
+			out.Message = fmt.Sprintf("resumed by %s after %.1fs paused; budget now %s", p.Operator, p.DurationMS/1000, p.Budget)
+			out.Data = map[string]any{"budget": p.Budget, "duration_ms": p.DurationMS}
+		}
 	}
 	d.publish(out)
 }

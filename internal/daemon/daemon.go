@@ -348,6 +348,7 @@ type agentRun interface {
 	// Exceed stops the run for a limit decided outside it (a budget
 	// across runs).
 	Exceed(s symptoms.Symptom)
+	Resume(ctx context.Context, req supervisor.ResumeRequest) error
 }
 
 var _ agentRun = (*supervisor.Run)(nil)

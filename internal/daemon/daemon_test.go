@@ -76,6 +76,11 @@ func (r *fakeRun) usage() supervisor.Usage {
 func (r *fakeRun) spend(usd float64) { r.cost.Store(&usd) }
 func (r *fakeRun) PID() int          { return r.pid }
 
+// Resume: a fake run is never paused.
+func (r *fakeRun) Resume(context.Context, supervisor.ResumeRequest) error {
+	return supervisor.ErrNotPaused
+}
+
 // end ends the run with out (once).
 func (r *fakeRun) end(out supervisor.Outcome) {
 	r.once.Do(func() {

@@ -52,6 +52,7 @@ func wireRun(st supervisor.Status) *control.RunStatus {
 		t := wireSymptom(*st.Trigger)
 		r.Trigger = &t
 	}
+	r.Pause = WirePause(st.Pause)
 	return r
 }
 

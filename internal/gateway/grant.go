@@ -6,8 +6,10 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -36,6 +38,9 @@ type Grant struct {
 	closed   bool
 	inflight map[*flight]struct{}
 	budget   Budget
+	// pause is set while the grant is paused (Budget.Pause): new requests
+	// wait for it to end; nil: not paused.
+	pause *pauseState
 	// spent is what the reported requests cost, held the worst case of
 	// those admitted and not yet reported: the budget is checked against
 	// their sum before a request is forwarded.
@@ -63,10 +68,42 @@ type flight struct {
 // Budget is what a grant's requests may cost in all, as the gateway
 // meters them. It is a cap, enforced before each request is forwarded:
 // the request's worst case (its reservation) must fit in what the spent
-// and the held leave, or it is refused. Zero fields are no limit.
+// and the held leave, or it is refused — or, with Pause, held. Zero
+// fields are no limit.
 type Budget struct {
 	CostUSD float64
 	Tokens  int64
+	// Pause: a request that does not fit pauses the grant instead of
+	// being refused (Grant.Pause): it and every later request wait, neither
+	// refused nor forwarded, until Resume, Revoke or Close.
+	Pause bool
+}
+
+// pauseState is a paused grant's: the requests that wait, woken when
+// done is closed.
+type pauseState struct {
+	done    chan struct{}
+	at      time.Time
+	check   string // "cost" or "tokens"; "" when paused by Pause
+	reason  string
+	waiting []*reservation // the held requests' worst cases, in arrival order; nil for an unmetered one
+}
+
+// Pause is a grant's pause, as Paused reports it.
+type Pause struct {
+	At time.Time
+	// Check and Reason say which budget a held request did not fit in
+	// ("cost" or "tokens"), and how; empty when the pause was asked for
+	// (Grant.Pause) before any request was held.
+	Check, Reason string
+}
+
+// PauseObserver is told when a request that does not fit in the budget
+// paused the grant (Budget.Pause), from the request's goroutine: it must
+// not block.
+type PauseObserver interface {
+	Observer
+	Paused(p Pause)
 }
 
 // spend is an amount of tokens and money.
@@ -177,6 +214,7 @@ func (gr *Grant) Revoke(check, reason string) Revocation {
 	}
 	rev := &Revocation{At: time.Now(), Check: check, Reason: reason, InFlight: len(gr.inflight)}
 	gr.revoked = rev
+	gr.endPause() // the held requests are refused for the revocation
 	cause := revokedError(rev)
 	for fl := range gr.inflight {
 		fl.cancel(cause)
@@ -184,6 +222,7 @@ func (gr *Grant) Revoke(check, reason string) Revocation {
 	for _, s := range gr.slices { // the run's sub-agents lose their access with it
 		if s.revoked == nil {
 			s.revoked = rev
+			s.endPause()
 			for fl := range s.inflight {
 				fl.cancel(cause)
 			}
@@ -208,6 +247,7 @@ func (gr *Grant) Close() {
 			continue
 		}
 		x.closed = true
+		x.endPause()
 		for fl := range x.inflight {
 			fl.cancel(errGrantClosed)
 		}
@@ -225,25 +265,36 @@ func (gr *Grant) SetBudget(b Budget) {
 }
 
 // admit registers a request about to go upstream, holding its worst case
-// res (nil: unmetered) against the budget, or says why it may not go.
-func (gr *Grant) admit(fl *flight, res *reservation) *cutError {
+// res (nil: unmetered) against the budget, or says why it may not go. A
+// paused grant admits nothing: wait is then closed when the pause ends
+// (the caller asks again, or gives up with unwait); paused is set when
+// this request paused it (the caller tells the PauseObserver).
+func (gr *Grant) admit(fl *flight, res *reservation) (cut *cutError, wait <-chan struct{}, paused *Pause) {
 	gr.mu.Lock()
 	defer gr.mu.Unlock()
 	switch {
 	case gr.revoked != nil:
-		return revokedError(gr.revoked)
+		return revokedError(gr.revoked), nil, nil
 	case gr.closed:
-		return errGrantClosed
+		return errGrantClosed, nil, nil
+	case gr.pause != nil:
+		gr.pause.waiting = append(gr.pause.waiting, res)
+		return nil, gr.pause.done, nil
 	}
 	if res != nil {
-		if e := gr.overBudget(res, spend{}); e != nil {
+		if e := gr.overBudget(gr.budget, res, spend{}); e != nil {
 			e.slice = gr.parent != nil
-			return e
+			if !gr.budget.Pause {
+				return e, nil, nil
+			}
+			gr.pause = &pauseState{done: make(chan struct{}), at: time.Now(), check: e.budget, reason: e.msg,
+				waiting: []*reservation{res}}
+			return nil, gr.pause.done, &Pause{At: gr.pause.at, Check: e.budget, Reason: e.msg}
 		}
 		if p := gr.parent; p != nil {
 			// What the slice has reserved in its run pays for it first.
-			if e := p.overBudget(res, gr.credit(res)); e != nil {
-				return e
+			if e := p.overBudget(p.budget, res, gr.credit(res)); e != nil {
+				return e, nil, nil
 			}
 		}
 		fl.hold, fl.held = res, spend{tokens: res.in + res.out, usd: res.usd}
@@ -254,7 +305,104 @@ func (gr *Grant) admit(fl *flight, res *reservation) *cutError {
 		}
 	}
 	gr.inflight[fl] = struct{}{}
+	return nil, nil, nil
+}
+
+// unwait forgets a held request whose agent gave up waiting (its
+// connection closed) while the grant was paused, so that Resume does not
+// ask room for it.
+func (gr *Grant) unwait(res *reservation, wait <-chan struct{}) {
+	gr.mu.Lock()
+	defer gr.mu.Unlock()
+	p := gr.pause
+	if p == nil || p.done != wait {
+		return // that pause ended: nothing to forget
+	}
+	if i := slices.Index(p.waiting, res); i >= 0 {
+		p.waiting = slices.Delete(p.waiting, i, i+1)
+	}
+}
+
+// Pause holds the grant's new requests from now on: each waits, neither
+// refused nor forwarded, until Resume (then it is admitted against the
+// new budget), Revoke or Close (then it is refused). Requests in flight
+// go on. Pausing a paused grant changes nothing.
+func (gr *Grant) Pause() {
+	gr.mu.Lock()
+	defer gr.mu.Unlock()
+	if gr.pause == nil && gr.revoked == nil && !gr.closed {
+		gr.pause = &pauseState{done: make(chan struct{}), at: time.Now()}
+	}
+}
+
+// Paused reports the grant's pause, if it is paused.
+func (gr *Grant) Paused() (Pause, bool) {
+	gr.mu.Lock()
+	defer gr.mu.Unlock()
+	if gr.pause == nil {
+		return Pause{}, false
+	}
+	return Pause{At: gr.pause.at, Check: gr.pause.check, Reason: gr.pause.reason}, true
+}
+
+// ResumeError is Resume's refusal: the new budget does not admit the
+// first held request beside what is spent and held.
+type ResumeError struct {
+	Check   string  // "cost" or "tokens"
+	Need    float64 // the least budget that admits it: USD, or tokens
+	Request string  // the held request's worst case, in words
+}
+
+func (e *ResumeError) Error() string {
+	if e.Check == "tokens" {
+		return fmt.Sprintf("the first held request (%s) would not fit: the tokens budget must be at least %.0f", e.Request, e.Need)
+	}
+	return fmt.Sprintf("the first held request (%s) would not fit: the cost budget must be at least $%.4f", e.Request, e.Need)
+}
+
+// ErrNotPaused is Resume's error for a grant that is not paused.
+var ErrNotPaused = errors.New("not paused")
+
+// Resume ends the grant's pause with budget b: the held requests go on,
+// each admitted against b as any request is. It refuses (a *ResumeError,
+// nothing changed) a budget that does not admit the first held request,
+// which would pause the grant again at once; ErrNotPaused when it is not
+// paused.
+func (gr *Grant) Resume(b Budget) error {
+	gr.mu.Lock()
+	defer gr.mu.Unlock()
+	p := gr.pause
+	if p == nil {
+		return ErrNotPaused
+	}
+	for _, res := range p.waiting {
+		if res == nil {
+			continue
+		}
+		if e := gr.overBudget(b, res, spend{}); e != nil {
+			re := &ResumeError{Check: e.budget}
+			if e.budget == "tokens" {
+				re.Need = float64(gr.spent.tokens + gr.held.tokens + res.in + res.out)
+				re.Request = fmt.Sprintf("%d tokens at most", res.in+res.out)
+			} else {
+				re.Need = gr.spent.usd + gr.held.usd + res.usd
+				re.Request = fmt.Sprintf("$%.4f at most", res.usd)
+			}
+			return re
+		}
+		break // the first one fits; those after it are admitted in turn, or pause the grant again
+	}
+	gr.budget = b
+	gr.endPause()
 	return nil
+}
+
+// endPause wakes the held requests. gr.mu is held.
+func (gr *Grant) endPause() {
+	if gr.pause != nil {
+		close(gr.pause.done)
+		gr.pause = nil
+	}
 }
 
 // overBudget is the refusal of a request whose worst case res does not fit
@@ -266,8 +414,7 @@ func (gr *Grant) admit(fl *flight, res *reservation) *cutError {
 // to a threshold checked after the fact): refusing every such request as
 // soon as a default no longer fits would end runs that had budget left.
 // Its overshoot is at most its own cost; a request with a bound has none.
-func (gr *Grant) overBudget(res *reservation, credit spend) *cutError {
-	b := gr.budget
+func (gr *Grant) overBudget(b Budget, res *reservation, credit spend) *cutError {
 	alone := !res.bounded && gr.holds == 0
 	out := gr.outstanding()
 	if b.CostUSD > 0 && res.priced {
@@ -472,6 +619,9 @@ func (gr *Grant) meteredLocked() Metered {
 		Models: make([]certs.ModelUsage, 0, len(gr.models))}}
 	if gr.revoked != nil {
 		m.RevokedAt = gr.revoked.At
+	}
+	if gr.pause != nil {
+		m.Held = len(gr.pause.waiting)
 	}
 	for _, mu := range gr.models {
 		m.Models = append(m.Models, *mu)

@@ -154,15 +154,34 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	fl := &flight{cancel: cancel}
-	if cut := gr.admit(fl, res); cut != nil {
-		if cut.budget != "" {
-			rec.Err = cut.msg
-			if !cut.slice {
-				rec.OverBudget = cut.budget
+	for {
+		cut, wait, paused := gr.admit(fl, res)
+		if cut != nil {
+			if cut.budget != "" {
+				rec.Err = cut.msg
+				if !cut.slice { // a slice's refusal stops its sub-agent, not this run
+					rec.OverBudget = cut.budget
+				}
 			}
+			g.refuse(w, gr, up, rec, cut.problem())
+			return
 		}
-		g.refuse(w, gr, up, rec, cut.problem())
-		return
+		if wait == nil {
+			break
+		}
+		if po, ok := gr.obs.(PauseObserver); ok && paused != nil {
+			po.Paused(*paused)
+		}
+		// Held: neither refused nor forwarded until the pause ends. The
+		// agent's SDK sees a slow answer; one that gives up closes its
+		// connection, and the request is gone.
+		select {
+		case <-wait:
+		case <-r.Context().Done(): // the agent went away, or the gateway shuts down
+			gr.unwait(res, wait)
+			gr.gone(time.Now())
+			return
+		}
 	}
 	defer gr.release(fl) // when forward panics; a no-op once reported
 	defer gr.landed(fl)  // when forward panics; landed twice is harmless

@@ -157,6 +157,8 @@ type Metered struct {
 	// its gateway (its slices: Grant.Slice), by run; included in the
 	// totals.
 	Children []certs.ChildRun
+	// Held counts the requests a paused grant holds (Grant.Pause).
+	Held int
 }
 
 // Revocation is what Grant.Revoke did.

@@ -104,6 +104,18 @@ func SupervisorDir(id string) (string, error) {
 	return dir, nil
 }
 
+// SupervisorControlSocket is the control socket of the foreground run
+// (supervise) of agent id, for this user: "ID.control.sock" in
+// supervise's own directory (see SupervisorDir), which only this user can
+// enter.
+func SupervisorControlSocket(id string) string {
+	return filepath.Join(supervisorBase(os.Getenv("XDG_RUNTIME_DIR"), os.Geteuid(), os.TempDir()), supervisorSubdir,
+		id+controlSocketSuffix)
+}
+
+// controlSocketSuffix ends the name of a supervise run's control socket.
+const controlSocketSuffix = ".control.sock"
+
 // supervisorSubdir is supervise's own directory inside the runtime
 // directory.
 const supervisorSubdir = "supervise"

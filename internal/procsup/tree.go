@@ -53,6 +53,7 @@ type Tree struct {
 	mu     sync.Mutex
 	known  map[int]uint64 // pid -> start time of every process seen in the tree
 	killed map[int]uint64 // live processes the ladder signalled
+	frozen string         // how Freeze froze the tree (FrozenCgroup, FrozenSIGSTOP); "": not frozen
 }
 
 // TreeOptions configures NewTree.

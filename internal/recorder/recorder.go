@@ -137,6 +137,30 @@ func AuditEvent(ev supervisor.Event) audit.Event {
 				data["error"] = r.Err
 			}
 		}
+	case supervisor.EventPaused, supervisor.EventResumed:
+		sync = true // a pause is certificate-level: it reaches the disk before we go on
+		if p := ev.Pause; p != nil {
+			data["check"], data["reason"], data["paused_at"] = p.Check, p.Reason, p.PausedAt
+			data["frozen"], data["held_requests"], data["timeout_ms"] = p.Frozen, p.HeldRequests, p.TimeoutMS
+			if p.FreezeError != "" {
+				data["freeze_error"] = p.FreezeError
+			}
+			if p.Ended != "" {
+				data["ended"], data["duration_ms"], data["budget"] = p.Ended, p.DurationMS, p.Budget
+				if p.Operator != "" {
+					data["operator"] = p.Operator
+				}
+			}
+		}
+		if c := ev.Cert; c != nil {
+			data["cert_id"] = c.CertID
+		}
+		if ev.CertPath != "" {
+			data["path"] = ev.CertPath
+		}
+		if ev.Err != nil {
+			data["error"] = ev.Err.Error()
+		}
 	case supervisor.EventCertificate, supervisor.EventCertFailed:
 		sync = true // certificate-level events reach the disk before we go on
 		if c := ev.Cert; c != nil {

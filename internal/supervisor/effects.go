@@ -230,3 +230,9 @@ func dumpSignal(name string) syscall.Signal {
 }
 
 func (r *Run) journal(st func() runState) { r.journalUpdate(st) }
+
+func (r *Run) journalNow(st runState) {
+	if r.jrnl != nil {
+		r.journalWrite(st, time.Now())
+	}
+}

@@ -221,6 +221,7 @@ func (r *Run) baseCertificate(t symptoms.Symptom, st runState, procs []procfs.Pr
 	if e := r.internal.Load(); e != nil {
 		c.InternalError = &certs.InternalError{Component: e.Component, Panic: e.Panic, Stack: e.Stack}
 	}
+	c.Pauses = st.pauses
 	return c
 }
 

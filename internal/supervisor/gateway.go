@@ -36,6 +36,7 @@ type wireEvent struct {
 	at      time.Time
 	arrived bool
 	rec     *gateway.Record // nil: an arrival, or an end without a record
+	paused  *gateway.Pause  // a request that did not fit paused the grant
 }
 
 // end is when the request ended: its response's end, for a record.
@@ -49,7 +50,12 @@ func (ev wireEvent) end() time.Time {
 var (
 	_ gateway.TrafficObserver = (*meterQueue)(nil)
 	_ gateway.FaultObserver   = (*meterQueue)(nil)
+	_ gateway.PauseObserver   = (*meterQueue)(nil)
 )
+
+// Paused is a request that did not fit in the budget, held by the gateway
+// (on_budget: pause).
+func (q *meterQueue) Paused(p gateway.Pause) { q.put(wireEvent{at: p.At, paused: &p}) }
 
 // Fault is a panic in the gateway's handling of one of the run's
 // requests: the run is killed for internal_error (its spend can no longer
@@ -105,7 +111,8 @@ func (q *meterQueue) readyC() <-chan struct{} {
 
 // budget is the cap the gateway holds the run's requests to: the cost
 // and tokens checks' kill thresholds, in enforce mode (in shadow mode
-// nothing is refused: the checks record what they would have done).
+// nothing is refused: the checks record what they would have done). With
+// on_budget: pause a request that does not fit is held, not refused.
 func budget(a *config.Agent) gateway.Budget {
 	var b gateway.Budget
 	if a.Mode == config.ModeShadow {
@@ -117,6 +124,7 @@ func budget(a *config.Agent) gateway.Budget {
 	if t := a.Checks.Tokens; t != nil {
 		b.Tokens = t.Kill
 	}
+	b.Pause = a.OnBudget == config.OnBudgetPause
 	return b
 }
 

@@ -4,11 +4,13 @@
 package supervisor
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
 	"github.com/hermeskill/hermeskilld/internal/fault"
@@ -54,9 +56,20 @@ type effects interface {
 	// poller reads in batches, and a deadline must not be judged before a
 	// heartbeat that arrived in time is seen.
 	readNow()
+	// pause acts on the decision t to pause (on_budget: pause): the LLM
+	// requests held, the tree frozen, the pause record written; it
+	// returns rec completed.
+	pause(t symptoms.Symptom, rec certs.Pause, st runState) certs.Pause
+	// resume gives the gateway the budget of a and thaws the tree, or
+	// says why not (the budget does not admit the first held request).
+	resume(a *config.Agent) error
+	// thaw thaws the tree a pause froze, before the ladder.
+	thaw()
 	// journal rewrites the run's journal entry when it is due; st is
-	// called only then.
+	// called only then. journalNow rewrites it at once (a pause, a
+	// resume: what a death of hermeskilld's would leave must say so).
 	journal(st func() runState)
+	journalNow(st runState)
 	emit(Event)
 }
 
@@ -66,6 +79,8 @@ type runState struct {
 	agent    *config.Agent
 	engine   symptoms.State
 	symptoms []symptoms.Symptom
+	// pauses are the run's pauses so far (on_budget: pause).
+	pauses []certs.Pause
 }
 
 // recentSymptoms is how many symptoms Status carries.
@@ -83,10 +98,11 @@ type loop struct {
 	engine *symptoms.Engine
 	eff    effects
 
-	msgs   <-chan *heartbeat.Received
-	exited <-chan struct{}
-	kills  chan killReq
-	reconf chan *config.Agent
+	msgs    <-chan *heartbeat.Received
+	exited  <-chan struct{}
+	kills   chan killReq
+	reconf  chan *config.Agent
+	resumes chan resumeReq
 	// limits are terminal symptoms decided outside the run (Run.Exceed).
 	limits chan symptoms.Symptom
 
@@ -113,6 +129,10 @@ type loop struct {
 	// faults are internal errors recovered in code serving the run
 	// (Run.Fail): each kills it, in every mode.
 	faults <-chan *fault.Error
+	// paused is the pause in progress (state StatePaused); pauses are
+	// those that ended.
+	paused *pausing
+	pauses []certs.Pause
 	// clock is the latest instant the engine was given: it never goes
 	// back (a datagram queued before a later event is applied at the
 	// later one's time).
@@ -122,7 +142,7 @@ type loop struct {
 func newLoop(log *zap.Logger, a *config.Agent, engine *symptoms.Engine, eff effects, base Status,
 	msgs <-chan *heartbeat.Received, exited <-chan struct{}) *loop {
 	l := &loop{log: log, a: a, engine: engine, eff: eff, base: base, msgs: msgs, exited: exited,
-		kills: make(chan killReq, 1), reconf: make(chan *config.Agent, 1), limits: make(chan symptoms.Symptom, 1), state: StateRunning}
+		kills: make(chan killReq, 1), reconf: make(chan *config.Agent, 1), limits: make(chan symptoms.Symptom, 1), resumes: make(chan resumeReq), state: StateRunning}
 	l.publish()
 	return l
 }
@@ -183,6 +203,10 @@ func (l *loop) run() Outcome {
 			l.handle(l.engine.Exceeded(s, l.at(time.Now())))
 		case a := <-l.reconf:
 			l.reconfigure(a)
+		case rq := <-l.resumes:
+			rq.reply <- l.resume(rq.ResumeRequest)
+		case now := <-l.pauseTimeout():
+			l.timedOut(l.at(now))
 		case e := <-l.faults:
 			l.handle([]symptoms.Symptom{internalSymptom(e, l.at(time.Now()))})
 		case <-l.meters.readyC():
@@ -197,6 +221,9 @@ func (l *loop) run() Outcome {
 			if l.ladder != nil {
 				break // the ladder sees it too, and ends
 			}
+			// Dead while paused (a SIGKILL reaches a frozen process):
+			// what it left behind is thawed for the ladder's SIGTERM.
+			l.endPause(certs.PauseKilled, "", "", l.at(time.Now()))
 			// The main process exited by itself; what it left behind
 			// gets the ladder's SIGTERM, grace, SIGKILL.
 			if l.ladder = l.eff.cleanup(); l.ladder == nil {
@@ -220,6 +247,10 @@ func (l *loop) publish() {
 	st.Sample = l.sample
 	st.SamplerError = l.blind.last
 	st.Heartbeat = l.eff.heartbeats()
+	if l.paused != nil {
+		p := l.paused.rec
+		st.Pause = &p
+	}
 	l.status.Store(&st)
 }
 
@@ -281,7 +312,11 @@ func (l *loop) at(t time.Time) time.Time {
 // each check's first would-be kill.
 func (l *loop) handle(syms []symptoms.Symptom) {
 	if t, ok := l.decision(syms); ok {
-		l.kill(t)
+		if l.pausesFor(t) {
+			l.pause(t)
+		} else {
+			l.kill(t)
+		}
 	}
 	for i := range syms {
 		s := syms[i]
@@ -314,13 +349,20 @@ func (l *loop) handle(syms []symptoms.Symptom) {
 // decision is the terminal symptom among syms that the run will act on:
 // the first one, while no ladder runs, in enforce mode — or an operator's
 // kill or an internal error, real in every mode (in shadow mode a check's
-// terminal symptom is recorded by handle, never acted on).
+// terminal symptom is recorded by handle, never acted on). While paused
+// only those two end the pause.
 func (l *loop) decision(syms []symptoms.Symptom) (symptoms.Symptom, bool) {
-	if l.state != StateRunning {
+	if l.state != StateRunning && l.state != StatePaused {
 		return symptoms.Symptom{}, false
 	}
 	for _, s := range syms {
 		if s.Severity != symptoms.Terminal {
+			continue
+		}
+		if l.state == StatePaused {
+			if failsClosed(s.Check) {
+				return s, true
+			}
 			continue
 		}
 		if failsClosed(s.Check) || !l.shadowed && l.a.Mode != config.ModeShadow {
@@ -342,6 +384,7 @@ func failsClosed(c symptoms.Check) bool {
 // (Run.Fail) or a panic of the loop itself (Run.afterPanic). The ladder
 // starts at once, and its first step revokes the agent's LLM handle.
 func (l *loop) kill(t symptoms.Symptom) {
+	l.endPause(certs.PauseKilled, "", "", t.At)
 	l.trigger = &t
 	l.state = StateStopping
 	l.ladder = l.eff.ladder(t, l.dump, l.dumpPID)
@@ -379,6 +422,12 @@ func (l *loop) meter() {
 			l.handle(l.engine.RequestSent(l.at(ev.at)))
 			continue
 		}
+		if p := ev.paused; p != nil {
+			// A request that did not fit is held (on_budget: pause):
+			// the budget's decision, at once.
+			l.handle(l.engine.BudgetHeld(symptoms.Check(p.Check), p.Reason, l.at(ev.at)))
+			continue
+		}
 		rec := ev.rec
 		if rec != nil {
 			l.eff.emit(Event{Type: EventLLMRequest, LLM: rec, Time: ev.end()})
@@ -403,7 +452,11 @@ func (l *loop) meter() {
 }
 
 func (l *loop) runState() runState {
-	return runState{agent: l.a, engine: l.engine.State(), symptoms: l.engine.Log()}
+	pauses := l.pauses
+	if l.paused != nil {
+		pauses = append(slices.Clip(pauses), l.paused.rec)
+	}
+	return runState{agent: l.a, engine: l.engine.State(), symptoms: l.engine.Log(), pauses: pauses}
 }
 
 // finish ends the run and publishes its last Status.

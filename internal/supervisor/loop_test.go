@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
@@ -24,6 +25,8 @@ import (
 // processes by answering the ladders it starts.
 type fakeEffects struct {
 	mu       sync.Mutex
+	pauses   []symptoms.Symptom
+	frozen   bool
 	ladders  []symptoms.Symptom
 	result   chan escalate.Result // answers the main ladder
 	cleanupC chan escalate.Result // answers the cleanup ladder; nil: nothing left behind
@@ -93,6 +96,29 @@ func (f *fakeEffects) readNow()                            {}
 func (f *fakeEffects) answered(string, time.Time)          {}
 func (f *fakeEffects) setBudget(*config.Agent)             {}
 func (f *fakeEffects) journal(func() runState)             {}
+func (f *fakeEffects) journalNow(runState)                 {}
+
+func (f *fakeEffects) pause(t symptoms.Symptom, rec certs.Pause, _ runState) certs.Pause {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pauses = append(f.pauses, t)
+	f.frozen = true
+	rec.Frozen = "fake"
+	return rec
+}
+
+func (f *fakeEffects) resume(*config.Agent) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frozen = false
+	return nil
+}
+
+func (f *fakeEffects) thaw() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frozen = false
+}
 
 func (f *fakeEffects) emit(e Event) {
 	f.mu.Lock()

@@ -104,6 +104,11 @@ const (
 	EventCertificate = "certificate_written"
 	EventCertFailed  = "certificate_failed"
 	EventLLMRequest  = "llm_request"
+	// EventPaused: a money check paused the run (on_budget: pause); Cert
+	// is the pause record, CertPath where it was written, Pause the pause.
+	EventPaused = "agent_paused"
+	// EventResumed: an operator's resume ended the pause (Pause).
+	EventResumed = "agent_resumed"
 )
 
 // Event is something that happened to an agent.
@@ -131,13 +136,19 @@ type Event struct {
 	// Runtime how long it ran.
 	Usage   *Usage
 	Runtime time.Duration
+	// Pause is the pause of EventPaused and EventResumed.
+	Pause *certs.Pause
 }
 
 // State of a run.
 const (
 	StateRunning  = "running"
 	StateStopping = "stopping"
-	StateExited   = "exited"
+	// StatePaused: a money check paused the run (on_budget: pause): its
+	// LLM requests held, its tree frozen, until Run.Resume or its
+	// pause_timeout.
+	StatePaused = "paused"
+	StateExited = "exited"
 )
 
 // Status is a snapshot of a run for `ps` and `status`.
@@ -159,6 +170,8 @@ type Status struct {
 	Socket       string
 	// StreamSocket is the stream socket beside Socket.
 	StreamSocket string
+	// Pause is the pause in progress (State StatePaused), nil otherwise.
+	Pause *certs.Pause
 	// Usage is the run's LLM use now: the effective tokens and cost (the
 	// metered ones with the gateway), the agent's reports, the gateway's
 	// count (Run.Status fills it).

@@ -77,6 +77,8 @@ type Run struct {
 	ack *stopAck
 	// stopping is set once a ladder climbs (Stopping).
 	stopping atomic.Bool
+	// pausedNow is set while a pause freezes the tree (Paused).
+	pausedNow atomic.Bool
 
 	done    chan struct{}
 	outcome Outcome
@@ -351,6 +353,11 @@ func (r *Run) authenticate(pid int) heartbeat.Verdict {
 	}
 	return heartbeat.Member
 }
+
+// InTree reports whether pid may be a process of the agent's tree: a
+// member, or one that could not be told apart (gone). Control requests
+// from the agent itself are refused by it.
+func (r *Run) InTree(pid int) bool { return r.authenticate(pid) != heartbeat.NotMember }
 
 // Kill asks for a manual kill through the ladder. A kill already in
 // progress wins; this one is logged.

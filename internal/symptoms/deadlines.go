@@ -42,13 +42,16 @@ func (e *Engine) deadlines(buf *[maxDeadlines]deadline) []deadline {
 		}
 		return e.unfired(ds) // heartbeat and progress checks pause while stopping
 	}
+	// After a pause (Resume) the liveness clocks run from its end.
 	starting := !e.beatSeen && c.StartupTimeout > 0
 	if starting {
-		at := e.extended(e.st.Started.Add(c.StartupTimeout), e.startupExtend)
-		ds = append(ds, deadline{StartupTimeout, at, e.st.Started, c.StartupTimeout})
+		since := later(e.st.Started, e.resumedAt)
+		at := e.extended(since.Add(c.StartupTimeout), e.startupExtend)
+		ds = append(ds, deadline{StartupTimeout, at, since, c.StartupTimeout})
 	} else if t := e.st.HeartbeatTimeout; e.beatSeen && t > 0 && !e.inFlight() {
-		at := e.extended(e.st.LastHeartbeat.Add(t), e.heartbeatExtend)
-		ds = append(ds, deadline{HeartbeatTimeout, at, e.st.LastHeartbeat, t})
+		since := later(e.st.LastHeartbeat, e.resumedAt)
+		at := e.extended(since.Add(t), e.heartbeatExtend)
+		ds = append(ds, deadline{HeartbeatTimeout, at, since, t})
 	}
 	// The startup deadline governs until READY or the first heartbeat (a
 	// slow start is no wedged main loop); without one, an agent that never
@@ -56,7 +59,8 @@ func (e *Engine) deadlines(buf *[maxDeadlines]deadline) []deadline {
 	// A request in flight holds the heartbeat deadline, and the progress
 	// deadline of a run whose steps are its answered requests (wire.go).
 	if c.ProgressTimeout > 0 && !starting && !e.progressHeld() {
-		ds = append(ds, deadline{ProgressTimeout, e.st.LastProgressAt.Add(c.ProgressTimeout), e.st.LastProgressAt, c.ProgressTimeout})
+		since := later(e.st.LastProgressAt, e.resumedAt)
+		ds = append(ds, deadline{ProgressTimeout, since.Add(c.ProgressTimeout), since, c.ProgressTimeout})
 	}
 	return e.unfired(ds)
 }

@@ -121,6 +121,9 @@ type Engine struct {
 	terminal        *Symptom
 	manual          bool // an operator's kill: real in every mode
 	log             []Symptom
+	// resumedAt is the end of the last pause (Resume): the liveness
+	// deadlines count from it at the earliest.
+	resumedAt time.Time
 }
 
 // New starts evaluating at start (the agent's start time).

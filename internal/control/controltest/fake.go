@@ -408,6 +408,24 @@ func (b *Backend) Stop(_ context.Context, req control.StopRequest) (control.Acti
 	return res, nil
 }
 
+// Resume makes a paused agent running; any other state is a conflict.
+func (b *Backend) Resume(_ context.Context, req control.ResumeRequest) (control.ResumeResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a, err := b.actionLocked("resume", req.ID)
+	if err != nil {
+		return control.ResumeResult{}, err
+	}
+	if a.State != control.StatePaused {
+		return control.ResumeResult{}, fmt.Errorf("%w: agent %s is not paused (%s)", control.ErrConflict, req.ID, a.State)
+	}
+	a.State = control.StateRunning
+	if a.Run != nil {
+		a.Run.State, a.Run.Pause = control.StateRunning, nil
+	}
+	return control.ResumeResult{ID: req.ID, State: a.State}, nil
+}
+
 // actionLocked records a lifecycle call and finds its agent; b.mu is held.
 func (b *Backend) actionLocked(call, id string) (*control.AgentStatus, error) {
 	b.calls = append(b.calls, call)
