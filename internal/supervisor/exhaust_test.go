@@ -54,7 +54,7 @@ func TestSamplerOutOfDescriptors(t *testing.T) {
 	before := SamplerFailures(SamplerDescriptors)
 	r := startRealWith(t, a, func(o *Options) {
 		o.Log = zap.New(core)
-		o.blindAfter = 600 * time.Millisecond
+		o.blindAfter = 2 * time.Second // long enough to see the warning first on a loaded machine
 	})
 	require.Eventually(t, func() bool { return r.Status().Sample.Procs > 0 }, 10*time.Second, 5*time.Millisecond,
 		"a first good sample")
