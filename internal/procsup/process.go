@@ -6,11 +6,14 @@ package procsup
 import (
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/landlock"
 )
 
 // StartError is a failure to start the command, with the shell-convention
@@ -49,6 +52,12 @@ type Spec struct {
 	// our process group do not reach it, and never counted in an agent's
 	// process tree.
 	Helper bool
+	// Landlock, when it restricts anything, confines the child in a
+	// Landlock domain before it executes Path, through our own binary
+	// started as an exec stage (package execstage); Start fails with a
+	// *ConfineError, the command never run, when that cannot be done.
+	// Not for helpers.
+	Landlock landlock.Ruleset
 }
 
 // ExitStatus is how a process ended, from its raw wait status.

@@ -139,6 +139,9 @@ type Status struct {
 	State       string
 	PID         int
 	Containment string
+	// Confinement is the agent's Landlock domain (landlock.Ruleset's
+	// String): "signals", "files", "signals+files" or "none".
+	Confinement string
 	Mode        config.Mode
 	Started     time.Time
 	Agent       symptoms.State
