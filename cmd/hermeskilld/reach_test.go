@@ -99,3 +99,86 @@ func TestAgentCannotTouchItsSupervisor(t *testing.T) {
 		})
 	}
 }
+
+// writableAgent writes where it may and where it may not, and reports
+// each attempt: argv[1] is its writable directory, argv[2] a directory
+// outside it (holding a file "old" it tries to remove).
+const writableAgent = `
+import errno, os, socket, subprocess, sys
+inside, outside = sys.argv[1], sys.argv[2]
+
+def name(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+
+def write(path):
+    with open(path, "w") as f:
+        f.write("x")
+
+def notify():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.sendto(b"READY=1", os.environ["NOTIFY_SOCKET"])
+
+out = [
+    "in: write=" + name(lambda: write(os.path.join(inside, "a"))),
+    "rename=" + name(lambda: os.rename(os.path.join(inside, "a"), os.path.join(inside, "b"))),
+    "mkdir=" + name(lambda: os.mkdir(os.path.join(inside, "d"))),
+    "unlink=" + name(lambda: os.unlink(os.path.join(inside, "b"))),
+    "child=" + name(lambda: subprocess.run(["/bin/sh", "-c", "echo y > " + os.path.join(inside, "c")], check=True)),
+    "out: write=" + name(lambda: write(os.path.join(outside, "a"))),
+    "append=" + name(lambda: open(os.path.join(outside, "old"), "a").close()),
+    "mkdir=" + name(lambda: os.mkdir(os.path.join(outside, "d"))),
+    "unlink=" + name(lambda: os.unlink(os.path.join(outside, "old"))),
+    "move-out=" + name(lambda: os.rename(os.path.join(inside, "c"), os.path.join(outside, "c"))),
+    "read=" + name(lambda: open(os.path.join(outside, "old")).read()),
+    "devnull=" + name(lambda: write(os.devnull)),
+    "notify=" + name(notify),
+]
+print(" ".join(out), flush=True)
+`
+
+// An agent with writable: paths writes, creates, renames and removes
+// beneath them — its children too — and nowhere else: EACCES from the
+// kernel, whatever the permission bits (here root, who may write
+// anywhere). Reading everywhere, /dev/null and the heartbeat socket stay
+// open to it.
+func TestWritableConfinesWrites(t *testing.T) {
+	if abi := landlock.ABI(); abi < landlock.FilesABI {
+		t.Skipf("the kernel has no Landlock (ABI %d): writable cannot be enforced", abi)
+	}
+	dir := t.TempDir()
+	inside, outside := filepath.Join(dir, "inside"), filepath.Join(dir, "outside")
+	require.NoError(t, os.Mkdir(inside, 0o755))
+	require.NoError(t, os.Mkdir(outside, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "old"), []byte("kept"), 0o644))
+	script := writeTestFile(t, dir, "agent.py", writableAgent)
+	cfg := writeTestFile(t, dir, "agent.yaml", "writable: ["+inside+"]\n")
+	r := hkRun(t, []string{"XDG_RUNTIME_DIR=" + dir}, "supervise", "--config", cfg, "--heartbeat-timeout", "0s",
+		"--certs-dir", filepath.Join(dir, "certs"), "--", python(t), script, inside, outside)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "in: write=ok rename=ok mkdir=ok unlink=ok child=ok "+
+		"out: write=EACCES append=EACCES mkdir=EACCES unlink=EACCES move-out=EACCES read=ok devnull=ok notify=ok\n", r.stdout)
+	require.Contains(t, r.stderr, `"confinement": "signals+files"`)
+	require.Equal(t, "kept", string(mustRead(t, filepath.Join(outside, "old"))))
+	require.NoFileExists(t, filepath.Join(outside, "a"))
+}
+
+// A writable path that does not exist stops the start: the agent never
+// runs with its files open.
+func TestWritableMissingPathRefusesToStart(t *testing.T) {
+	if abi := landlock.ABI(); abi < landlock.FilesABI {
+		t.Skipf("the kernel has no Landlock (ABI %d): writable cannot be enforced", abi)
+	}
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	cfg := writeTestFile(t, dir, "agent.yaml", "writable: ["+missing+"]\n")
+	ran := filepath.Join(dir, "ran")
+	r := hkRun(t, []string{"XDG_RUNTIME_DIR=" + dir}, "supervise", "--config", cfg, "--heartbeat-timeout", "0s",
+		"--certs-dir", filepath.Join(dir, "certs"), "--", "/bin/sh", "-c", "touch "+ran)
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "confine the agent: open "+missing+": no such file or directory")
+	require.NoFileExists(t, ran)
+}

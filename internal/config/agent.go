@@ -72,6 +72,7 @@ type Agent struct {
 	User       string            `yaml:"user" config:"id"`              // name or numeric uid to run as; "" = hermeskilld's own user
 	Cwd        string            `yaml:"cwd" config:"nonempty,perfile"` // absolute working directory; "" = hermeskilld's own
 	Env        map[string]string `yaml:"env"`                           // added to (and overriding) hermeskilld's environment
+	Writable   []string          `yaml:"writable" config:"perfile"`     // absolute paths: the only ones the agent may write beneath (Landlock); nil = anywhere
 	Mode       Mode              `yaml:"mode" config:"oneof=enforce|shadow"`
 	AfterKill  AfterKill         `yaml:"after_kill" config:"oneof=quarantine|restart"`
 	Restart    Restart           `yaml:"restart"`
@@ -265,6 +266,14 @@ func (a *Agent) problems(requireIDAndCommand bool) []problem {
 	}
 	if a.Cwd != "" && !filepath.IsAbs(a.Cwd) {
 		add("cwd", "", "%q must be an absolute path", a.Cwd)
+	}
+	if a.Writable != nil && len(a.Writable) == 0 {
+		add("writable", "", "must not be empty: name the paths the agent may write beneath, or leave writable out for files unconfined")
+	}
+	for i, p := range a.Writable {
+		if !filepath.IsAbs(p) {
+			add("writable", fmt.Sprintf("writable[%d]", i), "%q must be an absolute path", p)
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
 		switch {
