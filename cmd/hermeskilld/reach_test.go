@@ -4,6 +4,8 @@
 package main
 
 import (
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -180,5 +182,83 @@ func TestWritableMissingPathRefusesToStart(t *testing.T) {
 		"--certs-dir", filepath.Join(dir, "certs"), "--", "/bin/sh", "-c", "touch "+ran)
 	require.Equal(t, exitUsage, r.code, r.stderr)
 	require.Contains(t, r.stderr, "confine the agent: open "+missing+": no such file or directory")
+	require.NoFileExists(t, ran)
+}
+
+// gatewayOnlyAgent asks its model once through the gateway, then tries
+// to reach around it: argv[1] and argv[2] are the host and port of the
+// fake upstream, argv[3] the port of a listener on the host's loopback.
+const gatewayOnlyAgent = `
+import errno, json, os, socket, sys, urllib.request
+up_host, up_port, outside = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+
+def connect(addr):
+    try:
+        socket.create_connection(addr, timeout=5).close()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e))
+
+def ask():
+    body = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
+    req = urllib.request.Request(os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(), method="POST",
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return r.status
+
+def notify():
+    try:
+        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"READY=1", os.environ["NOTIFY_SOCKET"])
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+
+print("gateway=%s upstream-direct=%s outside=%s off-host=%s notify=%s" % (ask(),
+    connect((up_host, up_port)), connect(("127.0.0.1", outside)), connect(("192.0.2.1", 80)), notify()), flush=True)
+`
+
+// network: gateway-only puts the agent in a network namespace of its own:
+// its model answers through the gateway (a real request to a fake
+// upstream), but the upstream itself, a listener on the host's loopback
+// and any address off the host are out of its reach; the heartbeat
+// socket works.
+func TestGatewayOnlyNetwork(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skipf("the tests run as uid %d: a network namespace needs CAP_SYS_ADMIN (run go test as root)", os.Geteuid())
+	}
+	upstream, _ := usageUpstream(t)
+	u, err := url.Parse(upstream)
+	require.NoError(t, err)
+	outside, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer outside.Close()
+	_, outPort, _ := net.SplitHostPort(outside.Addr().String())
+	dir := t.TempDir()
+	script := writeTestFile(t, dir, "agent.py", gatewayOnlyAgent)
+	cfg := writeTestFile(t, dir, "agent.yaml", "network: gateway-only\n")
+	r := hkRun(t, []string{"XDG_RUNTIME_DIR=" + dir}, "supervise", "--config", cfg, "--heartbeat-timeout", "0s",
+		"--llm-upstream", "openai="+upstream, "--certs-dir", filepath.Join(dir, "certs"), "--",
+		python(t), script, u.Hostname(), u.Port(), outPort)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "gateway=200 upstream-direct=ECONNREFUSED outside=ECONNREFUSED off-host=ENETUNREACH notify=ok\n", r.stdout)
+	require.Contains(t, r.stderr, `"confinement": "signals+network"`)
+	require.Regexp(t, `agent \S+ exited 0 after [\d.]+s: 1 LLM requests`, r.stderr)
+}
+
+// Without CAP_SYS_ADMIN there is no namespace to give: supervise refuses
+// to start the agent rather than run it with the host's network.
+func TestGatewayOnlyNeedsPrivilege(t *testing.T) {
+	bin, dir, home := nobodySupervise(t)
+	cfg := writeTestFile(t, dir, "agent.yaml", "network: gateway-only\n")
+	ran := filepath.Join(home, "ran")
+	cmd := command(t, []string{"XDG_RUNTIME_DIR=" + home}, bin, "supervise", "--config", cfg, "--heartbeat-timeout", "0s",
+		"--certs-dir", filepath.Join(home, "certs"), "--", "/bin/sh", "-c", "touch "+ran)
+	cmd.Dir = home
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Equal(t, exitUsage, cmd.ProcessState.ExitCode(), "%s", out)
+	require.Contains(t, string(out), "network: gateway-only: a network namespace needs CAP_SYS_ADMIN (run hermeskilld as root); the agent is not started with the host's network")
 	require.NoFileExists(t, ran)
 }

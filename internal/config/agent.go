@@ -27,6 +27,15 @@ const (
 	ModeShadow  Mode = "shadow"  // a terminal symptom writes a certificate; nothing is signalled
 )
 
+// Network says what the agent's network is (yaml: network).
+type Network string
+
+// The network modes.
+const (
+	NetworkHost        Network = "host"         // the host's: everything the agent's user may reach
+	NetworkGatewayOnly Network = "gateway-only" // its own namespace, only loopback: the gateway and the heartbeat sockets
+)
+
 // AfterKill says what the daemon does with an agent it killed (yaml: after_kill).
 type AfterKill string
 
@@ -73,6 +82,7 @@ type Agent struct {
 	Cwd        string            `yaml:"cwd" config:"nonempty,perfile"` // absolute working directory; "" = hermeskilld's own
 	Env        map[string]string `yaml:"env"`                           // added to (and overriding) hermeskilld's environment
 	Writable   []string          `yaml:"writable" config:"perfile"`     // absolute paths: the only ones the agent may write beneath (Landlock); nil = anywhere
+	Network    Network           `yaml:"network" config:"oneof=host|gateway-only,perfile"`
 	Mode       Mode              `yaml:"mode" config:"oneof=enforce|shadow"`
 	AfterKill  AfterKill         `yaml:"after_kill" config:"oneof=quarantine|restart"`
 	Restart    Restart           `yaml:"restart"`
@@ -152,6 +162,7 @@ func DefaultAgent() *Agent {
 		Labels:    map[string]string{},
 		Env:       map[string]string{},
 		Mode:      ModeEnforce,
+		Network:   NetworkHost,
 		AfterKill: AfterKillQuarantine,
 		Restart: Restart{
 			Policy:      RestartNever,

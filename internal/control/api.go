@@ -136,8 +136,8 @@ type RunStatus struct {
 	State       string `json:"state"` // running or stopping
 	PID         int    `json:"pid"`
 	Containment string `json:"containment"` // cgroup or pgroup
-	// Confinement is the agent's Landlock domain: signals, files,
-	// signals+files or none (absent from older hermeskilld).
+	// Confinement is what holds the agent's reach, joined by "+":
+	// signals, files, network; or none (absent from older hermeskilld).
 	Confinement string    `json:"confinement,omitempty"`
 	Mode        string    `json:"mode"` // enforce or shadow
 	StartedAt   time.Time `json:"started_at,omitzero"`

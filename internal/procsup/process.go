@@ -46,6 +46,9 @@ type Spec struct {
 	// CgroupFD, when > 0, starts the child straight into that cgroup
 	// (clone3 CLONE_INTO_CGROUP), so not one instruction runs outside it.
 	CgroupFD int
+	// NetNS, when > 0, is a network namespace's descriptor: the child is
+	// born in it (package netns).
+	NetNS int
 	// Helper starts a process of hermeskilld's own (the keeper) rather
 	// than an agent: without PR_SET_PDEATHSIG, since it must outlive us,
 	// in a session of its own, so that a terminal's signals or a kill of

@@ -203,7 +203,7 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 
 	rt.reaper.mu.Lock()
 	started := time.Now()
-	p, err := startProcess(exe, argv, attr)
+	p, err := startProcess(exe, argv, attr, spec.NetNS)
 	if err != nil {
 		rt.reaper.mu.Unlock()
 		return nil, startError(spec.Argv[0], err)

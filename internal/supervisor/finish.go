@@ -71,6 +71,7 @@ func (r *Run) finish(res *escalate.Result, trigger *symptoms.Symptom, st runStat
 	if r.grant != nil {
 		r.grant.Close()
 	}
+	r.closeNetwork()
 	if err := r.tree.Close(); err != nil {
 		r.log.Warn("cgroup not removed", zap.Error(err))
 	}

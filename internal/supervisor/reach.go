@@ -5,10 +5,12 @@ package supervisor
 
 import (
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/landlock"
+	"github.com/hermeskill/hermeskilld/internal/netns"
 )
 
 // devices are writable beside an agent's writable paths, where they
@@ -41,4 +43,55 @@ func confinement(a *config.Agent, abi int) (landlock.Ruleset, error) {
 		}
 	}
 	return r, nil
+}
+
+// network is the agent's own network namespace (network: gateway-only),
+// made before the fork, with the gateway served inside it.
+type network struct {
+	ns *netns.NS
+	gw net.Listener // the gateway's listener in ns; nil without a gateway
+}
+
+// fd is the namespace for procsup.Spec.NetNS; 0 for the host's.
+func (n *network) fd() int {
+	if n.ns == nil {
+		return 0
+	}
+	return n.ns.FD()
+}
+
+// openNetwork gives a gateway-only agent its namespace: only loopback, up,
+// where the gateway listens at its own address, so that the base URLs in
+// the agent's environment reach it; the heartbeat sockets are files, which
+// a network namespace does not hide. What cannot be set up is an error:
+// the agent is never started with the host's network instead.
+func (r *Run) openNetwork(a *config.Agent) error {
+	if a.Network != config.NetworkGatewayOnly {
+		return nil
+	}
+	ns, err := netns.New()
+	if err != nil {
+		return fmt.Errorf("network: gateway-only: %w; the agent is not started with the host's network", err)
+	}
+	r.net.ns = ns
+	if g := r.o.Gateway; g != nil {
+		ln, err := ns.Listen("tcp", g.Addr())
+		if err != nil {
+			return fmt.Errorf("network: gateway-only: the gateway in the agent's namespace: %w", err)
+		}
+		r.net.gw = g.ServeIn(ln, ns.Do)
+	}
+	return nil
+}
+
+// closeNetwork closes the gateway's listener in the agent's namespace and
+// lets the namespace go (the kernel frees it with its last process and
+// socket).
+func (r *Run) closeNetwork() {
+	if r.net.gw != nil {
+		_ = r.net.gw.Close()
+	}
+	if r.net.ns != nil {
+		_ = r.net.ns.Close()
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -49,7 +50,8 @@ type Run struct {
 	tree                 *procsup.Tree
 	treeReady            chan struct{}
 	cg                   *cgroup.Group
-	confinement          string // the agent's Landlock domain (Status.Confinement)
+	confinement          string  // the agent's Landlock domain and network (Status.Confinement)
+	net                  network // the agent's own network namespace (gateway-only)
 	stdout               *stream
 	stderr               *stream
 	sampler              sampler
@@ -264,10 +266,16 @@ func (r *Run) start() error {
 		return err
 	}
 	r.confinement = confine.String()
+	if err := r.openNetwork(a); err != nil {
+		return err
+	}
+	if r.net.ns != nil {
+		r.confinement = strings.TrimPrefix(strings.TrimPrefix(r.confinement, "none")+"+network", "+")
+	}
 	proc, err := o.Runtime.Start(procsup.Spec{
 		Argv: a.Command, Env: env, Dir: a.Cwd,
 		Stdin: o.Stdin, Stdout: r.stdout.child, Stderr: r.stderr.child, Foreground: o.Foreground,
-		Credential: o.Credential, CgroupFD: cgFD, Landlock: confine,
+		Credential: o.Credential, CgroupFD: cgFD, Landlock: confine, NetNS: r.net.fd(),
 	})
 	if err != nil {
 		return err
@@ -316,6 +324,7 @@ func (r *Run) abandon() {
 	if r.grant != nil {
 		r.grant.Close()
 	}
+	r.closeNetwork()
 	os.Remove(r.o.SocketDir)
 }
 
