@@ -5,6 +5,7 @@ package procsup
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -206,6 +207,9 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 	p, err := startProcess(exe, argv, attr, spec.NetNS)
 	if err != nil {
 		rt.reaper.mu.Unlock()
+		if stage != nil {
+			return nil, &ConfineError{fmt.Errorf("the exec stage: %w", err)}
+		}
 		return nil, startError(spec.Argv[0], err)
 	}
 	rt.reaper.manageLocked(p.Pid)

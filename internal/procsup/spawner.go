@@ -45,25 +45,22 @@ func spawner() chan spawnReq {
 			runtime.LockOSThread()
 			// Never unlocked and never returns: see above.
 			home, homeErr := os.Open("/proc/thread-self/ns/net")
-			var broken error
+			var stuck error // the thread could not return to our namespace
 			for req := range spawnCh {
-				if req.netns <= 0 {
+				switch {
+				case stuck != nil:
+					// Any child would be born in an agent's namespace.
+					req.reply <- spawnResult{nil, fmt.Errorf("the forking thread is stuck in an agent's network namespace: %w", stuck)}
+				case req.netns <= 0:
 					p, err := os.StartProcess(req.argv0, req.argv, req.attr)
 					req.reply <- spawnResult{p, err}
-					continue
-				}
-				if broken == nil {
-					broken = homeErr
-				}
-				if broken != nil {
-					req.reply <- spawnResult{nil, fmt.Errorf("no fork in another network namespace: %w", broken)}
-					continue
-				}
-				req.reply <- forkIn(req)
-				if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
-					// Every later child would be born in the agent's
-					// namespace: none is started in another again.
-					broken = os.NewSyscallError("setns back", err)
+				case homeErr != nil:
+					req.reply <- spawnResult{nil, fmt.Errorf("no fork in another network namespace: %w", homeErr)}
+				default:
+					req.reply <- forkIn(req)
+					if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
+						stuck = os.NewSyscallError("setns back", err)
+					}
 				}
 			}
 		}()
