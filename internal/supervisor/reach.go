@@ -45,6 +45,19 @@ func confinement(a *config.Agent, abi int) (landlock.Ruleset, error) {
 	return r, nil
 }
 
+// describeConfinement is Status.Confinement: r's parts ("signals",
+// "files"), then "network" for a namespace of its own, joined by "+";
+// "none" when nothing confines the agent.
+func describeConfinement(r landlock.Ruleset, ownNetwork bool) string {
+	if !ownNetwork {
+		return r.String()
+	}
+	if !r.Restricts() {
+		return "network"
+	}
+	return r.String() + "+network"
+}
+
 // network is the agent's own network namespace (network: gateway-only),
 // made before the fork, with the gateway served inside it.
 type network struct {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -265,13 +264,10 @@ func (r *Run) start() error {
 	if err != nil {
 		return err
 	}
-	r.confinement = confine.String()
 	if err := r.openNetwork(a); err != nil {
 		return err
 	}
-	if r.net.ns != nil {
-		r.confinement = strings.TrimPrefix(strings.TrimPrefix(r.confinement, "none")+"+network", "+")
-	}
+	r.confinement = describeConfinement(confine, r.net.ns != nil)
 	proc, err := o.Runtime.Start(procsup.Spec{
 		Argv: a.Command, Env: env, Dir: a.Cwd,
 		Stdin: o.Stdin, Stdout: r.stdout.child, Stderr: r.stderr.child, Foreground: o.Foreground,
