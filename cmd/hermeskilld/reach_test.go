@@ -4,6 +4,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net"
 	"net/url"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/landlock"
 	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
@@ -261,4 +263,24 @@ func TestGatewayOnlyNeedsPrivilege(t *testing.T) {
 	require.Equal(t, exitUsage, cmd.ProcessState.ExitCode(), "%s", out)
 	require.Contains(t, string(out), "network: gateway-only: a network namespace needs CAP_SYS_ADMIN (run hermeskilld as root); the agent is not started with the host's network")
 	require.NoFileExists(t, ran)
+}
+
+// The daemon runs an agent confined as its file says, and status says
+// how: signals scoped, writes confined, a network namespace of its own.
+func TestDaemonStatusShowsConfinement(t *testing.T) {
+	if abi := landlock.ABI(); abi < landlock.SignalsABI || os.Geteuid() != 0 {
+		t.Skipf("needs Landlock ABI %d (the kernel has %d) and root (uid %d) for a network namespace", landlock.SignalsABI, abi, os.Geteuid())
+	}
+	m := marker(t)
+	t.Cleanup(func() { requireNoSurvivors(t, m) })
+	d := startDaemon(t, "")
+	d.writeAgent("reach", sleeper(t, "reach", m, "checks: {heartbeat_timeout: 0s}\nwritable: ["+t.TempDir()+"]\nnetwork: gateway-only\n"))
+	d.waitState("reach", control.StateRunning)
+	r := d.ctl("status", "reach", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var st control.AgentStatus
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Equal(t, "signals+files+network", st.Confinement)
+	require.NotNil(t, st.Run)
+	require.Equal(t, "signals+files+network", st.Run.Confinement)
 }
