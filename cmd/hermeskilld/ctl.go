@@ -314,6 +314,9 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 		}
 		kv("mode", st.Mode)
 		kv("containment", st.Containment)
+		if st.Confinement != "" {
+			kv("confinement", st.Confinement)
+		}
 		kv("source", st.Source)
 		if len(st.Command) > 0 {
 			kv("command", strings.Join(st.Command, " "))

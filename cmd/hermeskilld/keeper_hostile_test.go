@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hermeskill/hermeskilld/internal/landlock"
 	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
@@ -22,7 +23,9 @@ import (
 //   - proc-fd: opens every descriptor of supervise and of the keeper it
 //     can through /proc/PID/fd and writes a disarm and an "end 1" into
 //     each (the keeper's pipe among them, were they open to it);
-//   - stop: SIGSTOPs the keeper, which then could kill nothing.
+//   - stop: SIGSTOPs the keeper, which then could kill nothing (refused
+//     where the agent's signals are scoped by Landlock: counted in
+//     "refused").
 const keeperAttackAgent = `
 import os, signal, sys, time
 marker, attack = sys.argv[1], sys.argv[2]
@@ -54,7 +57,7 @@ def keeper(pid):
 
 sup = os.getppid()
 keepers = [int(p) for p in os.listdir("/proc") if p.isdigit() and ppid(p) == sup and keeper(p)]
-opened = 0
+opened = refused = 0
 if attack == "proc-fd":
     for pid in [sup] + keepers:
         try:
@@ -74,8 +77,11 @@ if attack == "proc-fd":
             os.close(f)
 elif attack == "stop":
     for k in keepers:
-        os.kill(k, signal.SIGSTOP)
-print("attacked keepers=%d opened=%d escapee=%d" % (len(keepers), opened, escapee), flush=True)
+        try:
+            os.kill(k, signal.SIGSTOP)
+        except PermissionError:
+            refused += 1
+print("attacked keepers=%d opened=%d refused=%d escapee=%d" % (len(keepers), opened, refused, escapee), flush=True)
 while True:
     time.sleep(1)
 `
@@ -89,6 +95,7 @@ func TestKeeperCannotBeDisarmedByItsAgent(t *testing.T) {
 	bin, dir, home := nobodySupervise(t)
 	script := filepath.Join(dir, "agent.py")
 	require.NoError(t, os.WriteFile(script, []byte(keeperAttackAgent), 0o644))
+	scoped := landlock.ABI() >= landlock.SignalsABI
 	for _, attack := range []string{"proc-fd", "stop"} {
 		t.Run(attack, func(t *testing.T) {
 			m := marker(t)
@@ -98,8 +105,8 @@ func TestKeeperCannotBeDisarmedByItsAgent(t *testing.T) {
 			cmd.Dir = home
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
 			h := startCmd(t, cmd)
-			got := h.expect(t, `attacked keepers=(\d+) opened=(\d+) escapee=(\d+)`)
-			escapee, _ := strconv.Atoi(got[3])
+			got := h.expect(t, `attacked keepers=(\d+) opened=(\d+) refused=(\d+) escapee=(\d+)`)
+			escapee, _ := strconv.Atoi(got[4])
 			killAtEnd(t, escapee)
 			require.Equal(t, "1", got[1], "the agent found supervise's keeper")
 			require.Equal(t, "0", got[2], "no descriptor of supervise or its keeper opened through /proc")
@@ -110,7 +117,10 @@ func TestKeeperCannotBeDisarmedByItsAgent(t *testing.T) {
 			_ = h.cmd.Wait()
 			require.Eventually(t, func() bool { return !pidAlive(escapee) }, failClosedBound, 5*time.Millisecond,
 				"the escapee outlived its SIGKILLed supervise after the %s attack; stderr:\n%s", attack, h.stderr.String())
-			if attack == "stop" {
+			if attack == "stop" && scoped {
+				require.Equal(t, "1", got[3], "the SIGSTOP of the keeper is refused")
+				require.NotContains(t, h.stderr.String(), "the keeper was stopped")
+			} else if attack == "stop" {
 				require.Contains(t, h.stderr.String(), "the keeper was stopped")
 			}
 			requireNoSurvivors(t, m)

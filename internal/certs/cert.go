@@ -55,6 +55,7 @@ type Certificate struct {
 	Command        []string          `json:"command"`
 	PID            int               `json:"pid"`
 	Containment    string            `json:"containment,omitempty"`
+	Confinement    string            `json:"confinement,omitempty"`
 	StartedAt      time.Time         `json:"started_at"`
 	TriggeredAt    time.Time         `json:"triggered_at"`
 	TerminatedAt   time.Time         `json:"terminated_at"`

@@ -103,7 +103,7 @@ func TestMarshalZeroCertificate(t *testing.T) {
 	for _, f := range []string{"command", "symptoms_log", "shutdown_log", "process_tree", "survivors"} {
 		assert.Equal(t, []any{}, m[f], "%s is [] not null", f)
 	}
-	for _, f := range []string{"labels", "containment", "last_output", "audit_anchor", "signature", "final_state.errno"} {
+	for _, f := range []string{"labels", "containment", "confinement", "last_output", "audit_anchor", "signature", "final_state.errno"} {
 		_, ok := lookup(m, f)
 		assert.False(t, ok, "%s omitted when empty", f)
 	}

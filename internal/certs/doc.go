@@ -37,6 +37,13 @@
 //   - containment: how the tree was held: "cgroup" (its own cgroup v2) or
 //     "pgroup" (process group plus descendants found in /proc); omitted when
 //     unknown.
+//   - confinement: what held the agent's reach, joined by "+": "signals"
+//     (it could not signal or trace a process outside its tree,
+//     hermeskilld and its keeper among them: Landlock), "files" (it could
+//     write only beneath its writable paths: Landlock), "network" (its own
+//     network namespace with only loopback and the gateway); "none" when
+//     nothing did (a kernel without Landlock signal scoping, and neither
+//     writable paths nor gateway-only); omitted when unknown.
 //   - started_at: when the agent was started.
 //   - triggered_at: when the death was decided: the terminal symptom, the
 //     operator's request, or, for an external death, when the exit was seen.

@@ -128,6 +128,9 @@ func (r *renderer) identity() {
 		if c.Containment != "" {
 			agent += "  containment " + display.Clean(c.Containment)
 		}
+		if c.Confinement != "" {
+			agent += "  confinement " + display.Clean(c.Confinement)
+		}
 		fmt.Fprintf(tw, "agent\t%s\n", agent)
 		if len(c.Labels) > 0 {
 			var l []string

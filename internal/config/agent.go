@@ -27,6 +27,15 @@ const (
 	ModeShadow  Mode = "shadow"  // a terminal symptom writes a certificate; nothing is signalled
 )
 
+// Network says what the agent's network is (yaml: network).
+type Network string
+
+// The network modes.
+const (
+	NetworkHost        Network = "host"         // the host's: everything the agent's user may reach
+	NetworkGatewayOnly Network = "gateway-only" // its own namespace, only loopback: the gateway and the heartbeat sockets
+)
+
 // AfterKill says what the daemon does with an agent it killed (yaml: after_kill).
 type AfterKill string
 
@@ -86,6 +95,8 @@ type Agent struct {
 	User      string            `yaml:"user" config:"id"`              // name or numeric uid to run as; "" = hermeskilld's own user
 	Cwd       string            `yaml:"cwd" config:"nonempty,perfile"` // absolute working directory; "" = hermeskilld's own
 	Env       map[string]string `yaml:"env"`                           // added to (and overriding) hermeskilld's environment
+	Writable  []string          `yaml:"writable" config:"perfile"`     // absolute paths: the only ones the agent may write beneath (Landlock); nil = anywhere
+	Network   Network           `yaml:"network" config:"oneof=host|gateway-only,perfile"`
 	Mode      Mode              `yaml:"mode" config:"oneof=enforce|shadow"`
 	AfterKill AfterKill         `yaml:"after_kill" config:"oneof=quarantine|restart"`
 	// OnBudget and PauseTimeout: a money check's kill threshold pauses the
@@ -180,6 +191,7 @@ func DefaultAgent() *Agent {
 		Labels:       map[string]string{},
 		Env:          map[string]string{},
 		Mode:         ModeEnforce,
+		Network:      NetworkHost,
 		AfterKill:    AfterKillQuarantine,
 		OnBudget:     OnBudgetKill,
 		PauseTimeout: DefaultPauseTimeout,
@@ -296,6 +308,14 @@ func (a *Agent) problems(requireIDAndCommand bool) []problem {
 	}
 	if a.Cwd != "" && !filepath.IsAbs(a.Cwd) {
 		add("cwd", "", "%q must be an absolute path", a.Cwd)
+	}
+	if a.Writable != nil && len(a.Writable) == 0 {
+		add("writable", "", "must not be empty: name the paths the agent may write beneath, or leave writable out for files unconfined")
+	}
+	for i, p := range a.Writable {
+		if !filepath.IsAbs(p) {
+			add("writable", fmt.Sprintf("writable[%d]", i), "%q must be an absolute path", p)
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
 		switch {

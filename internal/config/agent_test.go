@@ -24,6 +24,7 @@ func exampleAgent(source string) *Agent {
 		User:         "bots",
 		Cwd:          "/opt/bots/research",
 		Env:          map[string]string{"LOG_LEVEL": "info"},
+		Network:      NetworkHost,
 		Mode:         ModeEnforce,
 		AfterKill:    AfterKillQuarantine,
 		OnBudget:     OnBudgetKill,
@@ -122,7 +123,7 @@ func TestLoadAgentOKFixtures(t *testing.T) {
 // only) error must be exact, file and line included.
 func TestLoadAgentBadFixtures(t *testing.T) {
 	for file, want := range map[string]string{
-		"bad-unknown-key.yaml":        `:4: unknown key "chekcs" (known: id, labels, command, user, cwd, env, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane); did you mean "checks"?`,
+		"bad-unknown-key.yaml":        `:4: unknown key "chekcs" (known: id, labels, command, user, cwd, env, writable, network, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane); did you mean "checks"?`,
 		"bad-unknown-nested-key.yaml": `:5: checks: unknown key "memroy" (known: startup_timeout, heartbeat_timeout, heartbeat_timeout_min, heartbeat_timeout_max, progress_timeout, max_runtime, max_extension, sample_interval, memory, cpu_spin, procs, fds, tokens, cost, tool_loop, error_streak, steps, cost_rate, requests_rate, tokens_rate); did you mean "memory"?`,
 		"bad-command-string.yaml":     `:2: command: must be a list of strings such as [python3, agent.py, --fast], got a single string (no shell is involved: split the arguments yourself)`,
 		"bad-duration.yaml":           `:4: checks.heartbeat_timeout: bad duration "30": missing unit (e.g. 30s)`,
@@ -164,10 +165,10 @@ func TestParseAgentErrors(t *testing.T) {
 		{"block syntax", "id: x\nchecks:\n  - 1\n  memory: 2\n", `agent.yaml:3: YAML syntax: did not find expected '-' indicator`},
 		{"tab indentation", "checks:\n  memory:\n\t kill: 1\n", `agent.yaml:3: YAML syntax: found character that cannot start any token (YAML does not allow tabs for indentation: use spaces)`},
 		{"tab after a key", "id: a\n\tcommand: [x]\n", `agent.yaml:2: YAML syntax: found a tab character that violates indentation (YAML does not allow tabs for indentation: use spaces)`},
-		{"merge key", "base: &b {id: x}\n<<: *b\n", `agent.yaml:1: unknown key "base" (known: id, labels, command, user, cwd, env, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane)` + "\n" +
+		{"merge key", "base: &b {id: x}\n<<: *b\n", `agent.yaml:1: unknown key "base" (known: id, labels, command, user, cwd, env, writable, network, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane)` + "\n" +
 			`agent.yaml:2: merge keys (<<) are not supported; repeat the keys, or use the daemon's defaults`},
 		{"non-string key", "? [a]\n: 1\n", `agent.yaml:1: keys must be strings, got a list`},
-		{"unknown key, no suggestion", "zzz: 1\n", `agent.yaml:1: unknown key "zzz" (known: id, labels, command, user, cwd, env, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane)`},
+		{"unknown key, no suggestion", "zzz: 1\n", `agent.yaml:1: unknown key "zzz" (known: id, labels, command, user, cwd, env, writable, network, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane)`},
 		{"duplicate top key", "id: a\nid: b\n", `agent.yaml:2: duplicate key "id" (first at line 1)`},
 		// id
 		{"id integer", "id: 42\n", `agent.yaml:1: id: must be a string, got integer 42 (quote it: "42")`},
@@ -189,6 +190,9 @@ func TestParseAgentErrors(t *testing.T) {
 		{"user bool", "user: true\n", `agent.yaml:1: user: must be a string, got boolean true (quote it: "true")`},
 		{"user negative uid", "user: -1\n", `agent.yaml:1: user: bad numeric id -1`},
 		{"cwd relative", "cwd: work\n", `agent.yaml:1: cwd: "work" must be an absolute path`},
+		{"writable relative", "writable:\n  - /tmp\n  - out\n", `agent.yaml:3: writable: "out" must be an absolute path`},
+		{"writable empty", "writable: []\n", `agent.yaml:1: writable: must not be empty: name the paths the agent may write beneath, or leave writable out for files unconfined`},
+		{"writable string", "writable: /tmp\n", `agent.yaml:1: writable: must be a list of absolute paths such as [/srv/bot, /tmp], got string "/tmp"`},
 		{"env bad name", "env:\n  1X: a\n", `agent.yaml:2: env: "1X" is not a valid variable name (letters, digits and '_', not starting with a digit)`},
 		{"env reserved", "env: {HERMESKILL_SOCKET: /x}\n", `agent.yaml:1: env.HERMESKILL_SOCKET: set by hermeskilld for the agent, cannot be overridden`},
 		{"env reserved stream", "env: {HERMESKILL_STREAM_SOCKET: /x}\n", `agent.yaml:1: env.HERMESKILL_STREAM_SOCKET: set by hermeskilld for the agent, cannot be overridden`},

@@ -18,6 +18,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/landlock"
 )
 
 // What a configuration needs from the host it runs on is checked apart
@@ -35,6 +37,9 @@ import (
 // watches an empty directory and runs none of the agents the operator
 // declared.
 var ErrNoAgentsDir = errors.New("agents_dir does not exist")
+
+// errNoLandlock: writable needs what this kernel lacks.
+var errNoLandlock = errors.New("needs the kernel's Landlock (Linux 5.13 or later, with landlock in its lsm= list), which this host lacks: the agent would not start")
 
 // CheckHost checks the daemon file against this host, as the daemon does
 // when it starts and when SIGHUP reloads the file:
@@ -90,6 +95,8 @@ func (c *Daemon) CreatesAgentsDir() bool {
 //   - user names a user that exists;
 //   - cwd is a directory that user can enter (search permission on it and
 //     on every directory above it);
+//   - each writable path exists, and the kernel has Landlock to confine
+//     writes to them;
 //   - the command resolves, as it will at the start: a name without a
 //     slash through this process's PATH (the daemon's PATH, not the agent
 //     file's env), a relative path from cwd; and that user (its uid, its
@@ -126,6 +133,14 @@ func (a *Agent) CheckHost(data []byte) error {
 		if err := checkDir(cred, a.Cwd); err != nil {
 			hc.add("cwd", fmt.Errorf("%s: %s cannot enter it: %w", a.Cwd, who, err))
 		}
+	}
+	for i, p := range a.Writable {
+		if _, err := os.Stat(p); err != nil {
+			hc.add(fmt.Sprintf("writable[%d]", i), err)
+		}
+	}
+	if abi := landlock.ABI(); a.Writable != nil && abi < landlock.FilesABI {
+		hc.add("writable", errNoLandlock)
 	}
 	if hasCommand {
 		path, how, err := resolveCommand(a.Command[0], a.Cwd)

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/hermeskill/hermeskilld/internal/landlock"
 	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
@@ -162,6 +163,20 @@ func TestAgentCheckHostCwd(t *testing.T) {
 	require.NoError(t, os.Chmod(work, 0o700))
 	path, err = checkAgentFile(t, dir, "id: bot\nuser: "+nobody+"\ncwd: "+work+"\ncommand: [/bin/true]\n")
 	require.EqualError(t, err, path+":3: cwd: "+work+`: user "`+nobody+`" (uid 65534) cannot enter it: no search permission (mode 0700, owner 0:0)`)
+}
+
+// Each writable path must exist: the agent could not be started without.
+func TestAgentCheckHostWritable(t *testing.T) {
+	if landlock.ABI() < landlock.FilesABI {
+		t.Skip("the kernel has no Landlock: writable is refused, not checked path by path")
+	}
+	dir := t.TempDir()
+	_, err := checkAgentFile(t, dir, "id: bot\ncommand: [/bin/true]\nwritable: ["+dir+"]\n")
+	require.NoError(t, err)
+	missing := filepath.Join(dir, "missing")
+	path, err := checkAgentFile(t, dir, "id: bot\ncommand: [/bin/true]\nwritable:\n  - "+dir+"\n  - "+missing+"\n")
+	require.ErrorIs(t, err, ErrHost)
+	require.EqualError(t, err, path+":5: writable[1]: stat "+missing+": no such file or directory")
 }
 
 func TestAgentCheckHostUnknownUserAndCommand(t *testing.T) {

@@ -195,7 +195,7 @@ func TestDocMergeExample(t *testing.T) {
 // above hold to it.
 func TestSchemaKeys(t *testing.T) {
 	require.Equal(t, []string{
-		"id", "labels", "command", "user", "cwd", "env", "mode", "after_kill", "on_budget", "pause_timeout",
+		"id", "labels", "command", "user", "cwd", "env", "writable", "network", "mode", "after_kill", "on_budget", "pause_timeout",
 		"restart", "restart.policy", "restart.backoff", "restart.max_backoff", "restart.max_restarts", "restart.window", "restart.stable_after",
 		"escalation", "escalation.coop_signal", "escalation.coop_grace", "escalation.term_grace", "escalation.dump_wait", "escalation.ack_wait",
 		"checks", "checks.startup_timeout", "checks.heartbeat_timeout", "checks.heartbeat_timeout_min", "checks.heartbeat_timeout_max",

@@ -184,7 +184,7 @@ func TestSetEveryKey(t *testing.T) {
 		require.NoError(t, a.Set(kv.key, kv.value), kv.key)
 	}
 	require.Equal(t, &Agent{
-		ID: "bot", Labels: map[string]string{}, Env: map[string]string{}, User: "1000", Cwd: "/srv", Mode: ModeShadow, AfterKill: AfterKillRestart,
+		ID: "bot", Labels: map[string]string{}, Env: map[string]string{}, User: "1000", Cwd: "/srv", Network: NetworkHost, Mode: ModeShadow, AfterKill: AfterKillRestart,
 		OnBudget: OnBudgetPause, PauseTimeout: 10 * time.Minute,
 		Restart:    Restart{Policy: RestartOnFailure, Backoff: 2 * time.Second, MaxBackoff: time.Minute, MaxRestarts: 3, Window: 5 * time.Minute, StableAfter: 30 * time.Second},
 		Escalation: Escalation{CoopGrace: time.Second, TermGrace: 2 * time.Second, AckWait: 100 * time.Millisecond},

@@ -201,6 +201,17 @@ func (d *decoder) enum(n *yaml.Node, path string, allowed ...string) (string, bo
 // string is refused with a hint at the list form.
 func (d *decoder) stringList(n *yaml.Node, path string) ([]string, bool) {
 	n = deref(n)
+	if path == "writable" {
+		// A list of paths, not an argv.
+		if isNull(n) || n.Kind != yaml.SequenceNode {
+			d.errorf(n, path, "must be a list of absolute paths such as [/srv/bot, /tmp], got %s", describe(n))
+			return nil, false
+		}
+		if len(n.Content) == 0 {
+			d.errorf(n, path, "must not be empty: name the paths the agent may write beneath, or leave writable out for files unconfined")
+			return nil, false
+		}
+	}
 	if n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
 		d.errorf(n, path, "must be a list of strings such as [%s], got a single string (no shell is involved: split the arguments yourself)", strings.Join(strings.Fields(n.Value), ", "))
 		return nil, false

@@ -110,6 +110,7 @@ type AgentStatus struct {
 	Command     []string          `json:"command"` // as it runs now
 	Mode        string            `json:"mode"`
 	Containment string            `json:"containment,omitempty"`
+	Confinement string            `json:"confinement,omitempty"`
 	Checks      map[string]string `json:"checks"`             // check -> threshold, as applied now
 	Escalation  map[string]string `json:"escalation"`         // coop_signal, coop_grace, term_grace
 	Pending     []string          `json:"pending,omitempty"`  // "command changes at next start", …
@@ -148,10 +149,13 @@ type Symptom struct {
 
 // RunStatus is an agent's live run as its supervisor last published it.
 type RunStatus struct {
-	State       string    `json:"state"` // running or stopping
-	PID         int       `json:"pid"`
-	Containment string    `json:"containment"` // cgroup or pgroup
-	Mode        string    `json:"mode"`        // enforce or shadow
+	State       string `json:"state"` // running or stopping
+	PID         int    `json:"pid"`
+	Containment string `json:"containment"` // cgroup or pgroup
+	// Confinement is what holds the agent's reach, joined by "+":
+	// signals, files, network; or none (absent from older hermeskilld).
+	Confinement string    `json:"confinement,omitempty"`
+	Mode        string    `json:"mode"` // enforce or shadow
 	StartedAt   time.Time `json:"started_at,omitzero"`
 	Socket      string    `json:"socket"`
 	// StreamSocket is the stream socket beside Socket (absent from

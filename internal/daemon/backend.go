@@ -140,7 +140,7 @@ func (d *Daemon) Status(id string) (control.AgentStatus, error) {
 	s.mu.Unlock()
 	if run != nil {
 		st.Run = wireRun(*run)
-		st.Containment, st.Symptoms = run.Containment, wireSymptoms(run.Symptoms)
+		st.Containment, st.Confinement, st.Symptoms = run.Containment, run.Confinement, wireSymptoms(run.Symptoms)
 	}
 	if q, ok := d.held.quarantined(id); ok {
 		st.Quarantine = &q

@@ -18,7 +18,7 @@ import (
 func wireRun(st supervisor.Status) *control.RunStatus {
 	a := st.Agent
 	r := &control.RunStatus{
-		State: st.State, PID: st.PID, Containment: st.Containment, Mode: string(st.Mode),
+		State: st.State, PID: st.PID, Containment: st.Containment, Confinement: st.Confinement, Mode: string(st.Mode),
 		StartedAt: st.Started.UTC(), Socket: st.Socket, StreamSocket: st.StreamSocket,
 		Agent: control.AgentReport{
 			Ready: a.Ready, ReadyAt: utc(a.ReadyAt), Status: a.Status, Stopping: a.Stopping,

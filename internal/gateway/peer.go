@@ -28,6 +28,7 @@ import (
 // looked up once.
 type conn struct {
 	local, remote net.Addr
+	diag          *diagSocket // where to look the client up; nil: our namespace
 
 	mu       sync.Mutex
 	verified *Grant
@@ -37,7 +38,23 @@ type connKey struct{}
 
 // connContext puts the connection's addresses in its requests' context.
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, &conn{local: c.LocalAddr(), remote: c.RemoteAddr()})
+	return context.WithValue(ctx, connKey{}, &conn{local: c.LocalAddr(), remote: c.RemoteAddr(), diag: nsDiag(c)})
+}
+
+// nsDiag is the sock_diag socket of c's network namespace when c was
+// accepted in an agent's (ServeIn), nil otherwise.
+func nsDiag(c net.Conn) *diagSocket {
+	for c != nil {
+		if nc, ok := c.(*nsConn); ok {
+			return nc.diag
+		}
+		u, ok := c.(interface{ Unwrap() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = u.Unwrap()
+	}
+	return nil
 }
 
 // errNotMember is a connection from outside the grant's run.
@@ -65,7 +82,7 @@ func checkPeer(ctx context.Context, gr *Grant) error {
 		return fmt.Errorf("not a TCP connection (%s)", c.remote)
 	}
 	// The client's socket: local address the connection's remote one.
-	inode, _, err := socketEntry(remote, local)
+	inode, _, err := socketEntry(c.diag, remote, local)
 	if err != nil {
 		return err
 	}
@@ -113,7 +130,7 @@ func connPeer(c net.Conn) string {
 	if !lok || !rok {
 		return "unknown"
 	}
-	if _, uid, err := socketEntry(remote, local); err == nil {
+	if _, uid, err := socketEntry(nsDiag(c), remote, local); err == nil {
 		return "uid " + uid
 	}
 	return "unknown"

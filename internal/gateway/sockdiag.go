@@ -35,12 +35,23 @@ const (
 	diagInodeOffset = diagUIDOffset + 4
 )
 
-var diag struct {
+// diagSocket is a sock_diag socket, opened at the first lookup: it
+// answers for the network namespace it was opened in.
+type diagSocket struct {
 	mu     sync.Mutex
+	open   func() (int, error)
 	fd     int // -1 once sock_diag is known not to work here
 	opened bool
 	seq    uint32
 }
+
+// openDiag opens a sock_diag socket in the calling thread's namespace.
+func openDiag() (int, error) {
+	return unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+}
+
+// hostDiag answers for our own network namespace.
+var hostDiag = &diagSocket{open: openDiag}
 
 // diagUnsupported counts lookups that fell back to /proc/net/tcp.
 var diagUnsupported atomic.Uint64
@@ -51,7 +62,7 @@ var errNoDiag = errors.New("sock_diag unavailable")
 
 // diagLookup returns the inode and owner uid of the TCP socket whose own
 // address is local and whose peer is remote.
-func diagLookup(local, remote *net.TCPAddr) (inode uint64, uid uint32, err error) {
+func (diag *diagSocket) lookup(local, remote *net.TCPAddr) (inode uint64, uid uint32, err error) {
 	req := make([]byte, nlmsgHdrLen+inetDiagReqLen)
 	family := unix.AF_INET
 	if local.IP.To4() == nil || remote.IP.To4() == nil {
@@ -75,7 +86,7 @@ func diagLookup(local, remote *net.TCPAddr) (inode uint64, uid uint32, err error
 	defer diag.mu.Unlock()
 	if !diag.opened {
 		diag.opened = true
-		diag.fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+		diag.fd, err = diag.open()
 		if err != nil {
 			diag.fd = -1
 		}
@@ -137,15 +148,30 @@ func putAddr(dst []byte, ip net.IP, family int) {
 	copy(dst, ip.To16())
 }
 
+// close closes the socket; later lookups fail.
+func (diag *diagSocket) close() {
+	diag.mu.Lock()
+	defer diag.mu.Unlock()
+	if diag.opened && diag.fd >= 0 {
+		unix.Close(diag.fd)
+	}
+	diag.opened, diag.fd = true, -1
+}
+
 // socketEntry is the inode and the owner's uid of the TCP socket bound to
-// local and connected to remote: by sock_diag, or from /proc/net/tcp or
-// tcp6 (this network namespace's) where sock_diag does not work.
-func socketEntry(local, remote *net.TCPAddr) (inode uint64, uid string, err error) {
-	ino, u, err := diagLookup(local, remote)
+// local and connected to remote, in diag's network namespace (nil: ours):
+// by sock_diag, or, in ours, from /proc/net/tcp or tcp6 where sock_diag
+// does not work.
+func socketEntry(diag *diagSocket, local, remote *net.TCPAddr) (inode uint64, uid string, err error) {
+	own := diag == nil
+	if own {
+		diag = hostDiag
+	}
+	ino, u, err := diag.lookup(local, remote)
 	if err == nil {
 		return ino, strconv.FormatUint(uint64(u), 10), nil
 	}
-	if !errors.Is(err, errNoDiag) {
+	if !errors.Is(err, errNoDiag) || !own {
 		return 0, "", err
 	}
 	diagUnsupported.Add(1)

@@ -64,7 +64,7 @@ func TestSocketEntryBySockDiag(t *testing.T) {
 			c := connected(t, tc.network, tc.addr, 3)
 			local, remote := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
 			before := diagUnsupported.Load()
-			inode, uid, err := socketEntry(local, remote)
+			inode, uid, err := socketEntry(nil, local, remote)
 			require.NoError(t, err)
 			require.Equal(t, before, diagUnsupported.Load(), "sock_diag was not used")
 			pinode, puid, err := procNetEntry(local, remote)
@@ -75,7 +75,7 @@ func TestSocketEntryBySockDiag(t *testing.T) {
 
 			gone := *remote
 			gone.Port = 1
-			_, _, err = socketEntry(local, &gone)
+			_, _, err = socketEntry(nil, local, &gone)
 			require.Error(t, err)
 		})
 	}
@@ -88,7 +88,7 @@ func BenchmarkSocketEntry(b *testing.B) {
 	local, remote := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
 	b.Run("sock_diag", func(b *testing.B) {
 		for b.Loop() {
-			if _, _, err := socketEntry(local, remote); err != nil {
+			if _, _, err := socketEntry(nil, local, remote); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
+	"github.com/hermeskill/hermeskilld/internal/landlock"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/testchild"
 )
@@ -61,5 +62,21 @@ func BenchmarkTreeFreezeThaw(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkStartTrueConfined is BenchmarkStartTrue through the exec stage
+// (the test binary, not hermeskilld's smaller one), its signals scoped by
+// Landlock: the price of the confinement on every agent's start.
+func BenchmarkStartTrueConfined(b *testing.B) {
+	if rt.LandlockABI() < landlock.SignalsABI {
+		b.Skipf("the kernel's Landlock ABI is %d: no signal scoping", rt.LandlockABI())
+	}
+	for b.Loop() {
+		p, err := rt.Start(procsup.Spec{Argv: []string{"/bin/true"}, Landlock: landlock.Ruleset{ScopeSignals: true}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-p.Done()
 	}
 }

@@ -6,11 +6,14 @@ package procsup
 import (
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/landlock"
 )
 
 // StartError is a failure to start the command, with the shell-convention
@@ -43,12 +46,21 @@ type Spec struct {
 	// CgroupFD, when > 0, starts the child straight into that cgroup
 	// (clone3 CLONE_INTO_CGROUP), so not one instruction runs outside it.
 	CgroupFD int
+	// NetNS, when > 0, is a network namespace's descriptor: the child is
+	// born in it (package netns).
+	NetNS int
 	// Helper starts a process of hermeskilld's own (the keeper) rather
 	// than an agent: without PR_SET_PDEATHSIG, since it must outlive us,
 	// in a session of its own, so that a terminal's signals or a kill of
 	// our process group do not reach it, and never counted in an agent's
 	// process tree.
 	Helper bool
+	// Landlock, when it restricts anything, confines the child in a
+	// Landlock domain before it executes Path, through our own binary
+	// started as an exec stage (package execstage); Start fails with a
+	// *ConfineError, the command never run, when that cannot be done.
+	// Not for helpers.
+	Landlock landlock.Ruleset
 }
 
 // ExitStatus is how a process ended, from its raw wait status.

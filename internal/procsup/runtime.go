@@ -5,6 +5,7 @@ package procsup
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermeskill/hermeskilld/internal/fdreserve"
+	"github.com/hermeskill/hermeskilld/internal/landlock"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
 )
 
@@ -29,6 +31,8 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	helpers map[int]bool // live children started with Spec.Helper
+
+	landlockABI int
 }
 
 // Options configure a Runtime.
@@ -61,8 +65,12 @@ func NewRuntime(opts Options) (*Runtime, error) {
 	_ = fdreserve.Hold()
 	fs := procfs.Default()
 	return &Runtime{reaper: newReaper(opts.OnOrphan), pid1: os.Getpid() == 1, pollWait: opts.PollWait,
-		samplerFiles: opts.SamplerFiles, fs: fs, scans: newScanner(fs), helpers: make(map[int]bool)}, nil
+		samplerFiles: opts.SamplerFiles, fs: fs, scans: newScanner(fs), helpers: make(map[int]bool), landlockABI: landlock.ABI()}, nil
 }
+
+// LandlockABI is the kernel's Landlock ABI version, 0 without Landlock
+// (package landlock): what Spec.Landlock can ask for.
+func (rt *Runtime) LandlockABI() int { return rt.landlockABI }
 
 // Close stops the reaper (once; later calls return at once). Children
 // still running are not touched.
@@ -189,13 +197,27 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 		// duplicate of it, released below: one pidfd per child.
 		sys.PidFD = &pidfd
 	}
+	exe, argv := path, spec.Argv
+	var stage, stageW *os.File
+	if spec.Landlock.Restricts() && !spec.Helper {
+		var err error
+		if exe, argv, stage, stageW, err = rt.confined(spec.Landlock, path, spec.Argv); err != nil {
+			return nil, err
+		}
+		defer stage.Close()
+		defer stageW.Close()
+		files = append(files, stageW) // the stage's descriptor 3
+	}
 	attr := &os.ProcAttr{Dir: spec.Dir, Env: spec.Env, Files: files, Sys: sys}
 
 	rt.reaper.mu.Lock()
 	started := time.Now()
-	p, err := startProcess(path, spec.Argv, attr)
+	p, err := startProcess(exe, argv, attr, spec.NetNS)
 	if err != nil {
 		rt.reaper.mu.Unlock()
+		if stage != nil {
+			return nil, &ConfineError{fmt.Errorf("the exec stage: %w", err)}
+		}
 		return nil, startError(spec.Argv[0], err)
 	}
 	rt.reaper.manageLocked(p.Pid)
@@ -224,5 +246,15 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 		}
 	}
 	go proc.wait(rt.reaper)
+	if stage != nil {
+		stageW.Close() // ours: end of file once the stage's copy closes
+		if err := stageResult(stage, spec.Argv[0], path); err != nil {
+			// Gone before we return, as a failed fork/exec is: its
+			// process group and cgroup are empty again.
+			_ = proc.Signal(syscall.SIGKILL)
+			<-proc.Done()
+			return nil, err
+		}
+	}
 	return proc, nil
 }

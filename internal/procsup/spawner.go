@@ -4,9 +4,12 @@
 package procsup
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not
@@ -21,6 +24,7 @@ type spawnReq struct {
 	argv0 string
 	argv  []string
 	attr  *os.ProcAttr
+	netns int // > 0: fork inside this network namespace
 	reply chan spawnResult
 }
 
@@ -40,19 +44,46 @@ func spawner() chan spawnReq {
 		go func() {
 			runtime.LockOSThread()
 			// Never unlocked and never returns: see above.
+			home, homeErr := os.Open("/proc/thread-self/ns/net")
+			var stuck error // the thread could not return to our namespace
 			for req := range spawnCh {
-				p, err := os.StartProcess(req.argv0, req.argv, req.attr)
-				req.reply <- spawnResult{p, err}
+				switch {
+				case stuck != nil:
+					// Any child would be born in an agent's namespace.
+					req.reply <- spawnResult{nil, fmt.Errorf("the forking thread is stuck in an agent's network namespace: %w", stuck)}
+				case req.netns <= 0:
+					p, err := os.StartProcess(req.argv0, req.argv, req.attr)
+					req.reply <- spawnResult{p, err}
+				case homeErr != nil:
+					req.reply <- spawnResult{nil, fmt.Errorf("no fork in another network namespace: %w", homeErr)}
+				default:
+					req.reply <- forkIn(req)
+					if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
+						stuck = os.NewSyscallError("setns back", err)
+					}
+				}
 			}
 		}()
 	})
 	return spawnCh
 }
 
-// startProcess forks on the spawner thread.
-func startProcess(argv0 string, argv []string, attr *os.ProcAttr) (*os.Process, error) {
+// forkIn forks req inside its network namespace: a child is born in its
+// forking thread's namespace (setns(2): the namespace is the thread's),
+// so the spawner thread enters it for the fork; the caller returns it.
+func forkIn(req spawnReq) spawnResult {
+	if err := unix.Setns(req.netns, unix.CLONE_NEWNET); err != nil {
+		return spawnResult{nil, os.NewSyscallError("setns", err)}
+	}
+	p, err := os.StartProcess(req.argv0, req.argv, req.attr)
+	return spawnResult{p, err}
+}
+
+// startProcess forks on the spawner thread, inside network namespace
+// netns when it is > 0.
+func startProcess(argv0 string, argv []string, attr *os.ProcAttr, netns int) (*os.Process, error) {
 	reply := make(chan spawnResult, 1)
-	spawner() <- spawnReq{argv0: argv0, argv: argv, attr: attr, reply: reply}
+	spawner() <- spawnReq{argv0: argv0, argv: argv, attr: attr, netns: netns, reply: reply}
 	r := <-reply
 	return r.p, r.err
 }

@@ -72,6 +72,7 @@ func (r *Run) finish(res *escalate.Result, trigger *symptoms.Symptom, st runStat
 	if r.grant != nil {
 		r.grant.Close()
 	}
+	r.closeNetwork()
 	if err := r.tree.Close(); err != nil {
 		r.log.Warn("cgroup not removed", zap.Error(err))
 	}
@@ -183,7 +184,7 @@ func (r *Run) baseCertificate(t symptoms.Symptom, st runState, procs []procfs.Pr
 	c := &certs.Certificate{
 		Schema: certs.Schema, CertID: certs.NewID(), AgentID: a.ID, Host: r.host,
 		Mode: certs.ModeEnforce, Labels: a.Labels, Command: a.Command, PID: r.proc.PID(),
-		Containment: r.tree.Mode(), StartedAt: r.proc.Started(), TriggeredAt: t.At,
+		Containment: r.tree.Mode(), Confinement: r.confinement, StartedAt: r.proc.Started(), TriggeredAt: t.At,
 		TriggerType: certs.TriggerAuto, TriggerCheck: string(t.Check), TriggerReason: t.Message,
 		Escalation: certs.Escalation{Reached: certs.ReachedNone, CoopSignal: config.SignalName(a.Escalation.CoopSignal),
 			CoopGraceMS: a.Escalation.CoopGrace.Milliseconds(), TermGraceMS: a.Escalation.TermGrace.Milliseconds()},

@@ -157,6 +157,10 @@ type Status struct {
 	State       string
 	PID         int
 	Containment string
+	// Confinement is what holds the agent's reach: its Landlock domain
+	// (landlock.Ruleset's String: "signals", "files", "signals+files" or
+	// "none"), with "+network" for its own network namespace.
+	Confinement string
 	Mode        config.Mode
 	Started     time.Time
 	Agent       symptoms.State

@@ -49,6 +49,8 @@ type Run struct {
 	tree                 *procsup.Tree
 	treeReady            chan struct{}
 	cg                   *cgroup.Group
+	confinement          string  // the agent's Landlock domain and network (Status.Confinement)
+	net                  network // the agent's own network namespace (gateway-only)
 	stdout               *stream
 	stderr               *stream
 	sampler              sampler
@@ -119,7 +121,7 @@ func Start(o Options) (*Run, error) {
 	}
 	metered := r.grant != nil
 	engine := symptoms.New(engineConfig(a, metered), r.proc.Started())
-	base := Status{ID: a.ID, PID: r.proc.PID(), Containment: r.tree.Mode(), Started: r.proc.Started(), Socket: r.sock.Path(),
+	base := Status{ID: a.ID, PID: r.proc.PID(), Containment: r.tree.Mode(), Confinement: r.confinement, Started: r.proc.Started(), Socket: r.sock.Path(),
 		StreamSocket: r.sock.StreamPath()}
 	r.loop = newLoop(log, a, engine, r, base, r.sock.C(), r.proc.Done())
 	r.loop.metered, r.loop.meters, r.loop.faults = metered, r.meters, r.faults
@@ -265,10 +267,18 @@ func (r *Run) start() error {
 	if err := o.Keeper.Ready(); err != nil {
 		return fmt.Errorf("%w (it kills the agent's processes should hermeskilld die; without it they could outlive a SIGKILL)", err)
 	}
+	confine, err := confinement(a, o.Runtime.LandlockABI())
+	if err != nil {
+		return err
+	}
+	if err := r.openNetwork(a); err != nil {
+		return err
+	}
+	r.confinement = describeConfinement(confine, r.net.ns != nil)
 	proc, err := o.Runtime.Start(procsup.Spec{
 		Argv: a.Command, Env: env, Dir: a.Cwd,
 		Stdin: o.Stdin, Stdout: r.stdout.child, Stderr: r.stderr.child, Foreground: o.Foreground,
-		Credential: o.Credential, CgroupFD: cgFD,
+		Credential: o.Credential, CgroupFD: cgFD, Landlock: confine, NetNS: r.net.fd(),
 	})
 	if err != nil {
 		return err
@@ -295,7 +305,7 @@ func (r *Run) start() error {
 	}
 	r.journalBegin(runState{agent: a})
 	r.log.Info("agent started", zap.Int("pid", proc.PID()), zap.Strings("command", a.Command),
-		zap.String("containment", r.tree.Mode()), zap.String("socket", sockPath), zap.String("stream_socket", streamPath))
+		zap.String("containment", r.tree.Mode()), zap.String("confinement", r.confinement), zap.String("socket", sockPath), zap.String("stream_socket", streamPath))
 	return nil
 }
 
@@ -317,6 +327,7 @@ func (r *Run) abandon() {
 	if r.grant != nil {
 		r.grant.Close()
 	}
+	r.closeNetwork()
 	os.Remove(r.o.SocketDir)
 }
 

@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermeskill/hermeskilld/internal/procfs"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 )
@@ -175,6 +177,16 @@ func helper(mode string, args []string) {
 		fmt.Println("pidfds", PidfdsOf(p.PID()))
 		_ = p.Signal(syscall.SIGKILL)
 		fmt.Println(p.Status().String(), p.Status().ShellCode())
+	case "reach":
+		// What a process can do to others: for each pid in args (a
+		// "-" before the pid: only the harmless attempts, for a target
+		// that must survive even if they succeed), kill(2) with 0,
+		// PTRACE_SEIZE, opening /proc/PID/mem, SIGSTOP and SIGKILL; then
+		// the same SIGKILL to a child of its own. One line of errno
+		// names ("ok" for none), then "ready".
+		fmt.Println(reach(args))
+		ready()
+		hang()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown test child mode", mode)
 		os.Exit(2)
@@ -311,4 +323,50 @@ func PidfdsOf(pid int) int {
 		}
 	}
 	return n
+}
+
+// reach is the "reach" helper's attempts (see helper).
+func reach(targets []string) string {
+	runtime.LockOSThread() // ptrace(2) requests come from one thread
+	defer runtime.UnlockOSThread()
+	name := func(err error) string {
+		if err == nil {
+			return "ok"
+		}
+		if errno, ok := err.(syscall.Errno); ok {
+			return unix.ErrnoName(errno)
+		}
+		return err.Error()
+	}
+	var out []string
+	for _, arg := range targets {
+		harmless := strings.HasPrefix(arg, "-")
+		pid, _ := strconv.Atoi(strings.TrimPrefix(arg, "-"))
+		res := []string{"kill0=" + name(syscall.Kill(pid, 0))}
+		err := unix.PtraceSeize(pid)
+		if err == nil {
+			_ = unix.PtraceDetach(pid)
+		}
+		res = append(res, "ptrace="+name(err))
+		f, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+		if err == nil {
+			f.Close()
+		} else if pe, ok := err.(*os.PathError); ok {
+			err = pe.Err
+		}
+		res = append(res, "mem="+name(err))
+		if !harmless {
+			res = append(res, "stop="+name(syscall.Kill(pid, syscall.SIGSTOP)), "kill="+name(syscall.Kill(pid, syscall.SIGKILL)))
+		}
+		out = append(out, strconv.Itoa(pid)+": "+strings.Join(res, " "))
+	}
+	child := exec.Command(os.Args[0])
+	child.Env = append(environ(), Env+"=hang")
+	own := child.Start()
+	if own == nil {
+		own = syscall.Kill(child.Process.Pid, syscall.SIGKILL)
+		_ = child.Wait()
+	}
+	out = append(out, "own child: kill="+name(own))
+	return strings.Join(out, "; ")
 }
