@@ -374,3 +374,46 @@ func TestShutdownDuringAStart(t *testing.T) {
 	require.Len(t, runs, 1)
 	require.EqualValues(t, 1, runs[0].killed.Load(), "the run started during the shutdown was stopped")
 }
+
+// An e-stop that comes while an agent's run is being started (its process
+// forked, the run not yet the slot's) stops that run as its start
+// completes, and waits for its end like any other: the e-stop's results
+// (and so its receipt) name it, and nothing outlives the e-stop.
+func TestEstopDuringAStart(t *testing.T) {
+	d, f := newTestDaemon(t)
+	starting, gate := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	d.starter = func(s *slot, a *config.Agent) (agentRun, error) {
+		first.Do(func() { close(starting) })
+		<-gate
+		return f.start(s, a)
+	}
+	writeAgent(t, d, "bot", "restart: {policy: always}\n")
+	<-starting
+	done := make(chan []control.KillResult, 1)
+	go func() {
+		res, err := d.Estop(context.Background(), control.EstopRequest{Reason: "drill", Operator: "uid:0", Wait: true})
+		require.NoError(t, err)
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		t.Fatalf("the e-stop returned before the starting run was stopped: %+v", res)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(gate)
+	var res []control.KillResult
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the e-stop never returned")
+	}
+	require.Len(t, res, 1)
+	require.Equal(t, "bot", res[0].ID)
+	require.Empty(t, res[0].Error)
+	runs := f.of("bot")
+	require.Len(t, runs, 1)
+	require.EqualValues(t, 1, runs[0].killed.Load(), "the run started during the e-stop was stopped")
+	require.Eventually(t, func() bool { return state(d, "bot") == control.StateEstopped }, 10*time.Second, 10*time.Millisecond)
+	require.Len(t, f.of("bot"), 1, "and not started again")
+}

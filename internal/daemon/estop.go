@@ -85,7 +85,7 @@ func (d *Daemon) runningSlots() []*slot {
 	var out []*slot
 	for _, s := range d.slots {
 		s.mu.Lock()
-		running := s.run != nil
+		running := s.run != nil || s.starting // a starting one is stopped as its start completes (slot.kill)
 		s.mu.Unlock()
 		if running {
 			out = append(out, s)

@@ -53,6 +53,9 @@ type slot struct {
 	revoking bool                // that kill is a standing revocation's
 	stopBy   *operatorStop       // an operator's stop or restart in flight
 	starters []chan startOutcome // operators waiting for the next start
+	// starting is true while a run is being started (s.run is still nil):
+	// a kill then waits for it and stops it as its start completes.
+	starting bool
 	logw     io.Closer           // the run's output log
 	// charged is what the live run spent that the budgets across runs
 	// were charged (its effective cost when last read).
@@ -242,12 +245,19 @@ func (s *slot) start() (agentRun, actions) {
 		s.cfg, s.next, s.pending = s.next, nil, nil
 	}
 	a := s.cfg
+	s.starting = true
 	s.mu.Unlock()
 	r, err := s.d.starter(s, a)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.starting = false
 	s.notifyStartersLocked(r, err)
 	if err != nil {
+		s.killedBy, s.revoking = nil, false
+		for _, w := range s.waiters { // kills that waited for this start: there is nothing to stop
+			w <- control.KillResult{ID: s.id, Error: "failed to start: " + err.Error()}
+		}
+		s.waiters = nil
 		s.log.Error("agent failed to start", zap.Error(err))
 		var se *procsup.StartError
 		act := s.stepLocked(event{kind: evStartFailed, why: err.Error(), startError: errors.As(err, &se)})
@@ -258,7 +268,45 @@ func (s *slot) start() (agentRun, actions) {
 	s.runs++
 	act := s.stepLocked(event{kind: evStarted, pid: r.PID()})
 	s.d.publishState(s.id, act.publish, act.note)
+	if !act.kill {
+		act = s.heldWhileStartingLocked(act)
+	}
 	return r, act
+}
+
+// heldWhileStartingLocked stops a run that something began to hold down
+// while it was starting: the e-stop, a standing revocation, a tripped
+// budget, a quarantine came after the start was decided and found no run
+// to stop (a start takes a fork, an exec and the agent's own start-up).
+// The run is killed at once, as if it had been running then.
+func (s *slot) heldWhileStartingLocked(act actions) actions {
+	if k := s.killedBy; k != nil { // a kill that waited for the start (kill)
+		act.kill, act.killBy, act.killWhy = true, k.Operator, k.Reason
+		s.log.Warn("agent killed while it was starting: stopped at once", zap.String("operator", k.Operator), zap.String("reason", k.Reason))
+		return act
+	}
+	hold, note := s.holdLocked()
+	if hold == "" || hold == control.StateInvalid {
+		return act
+	}
+	q := control.Quarantine{Since: time.Now().UTC(), Reason: note, Operator: hold}
+	switch {
+	case hold == control.StateEstopped:
+		if e, ok := s.d.held.estop(); ok {
+			q = e
+		}
+	case hold == control.StateRevoked:
+		if r, ok := s.d.held.revokedFor(s.id, s.cfg.Labels); ok {
+			q = control.Quarantine{Since: r.Since, Reason: r.Reason, Operator: r.Operator}
+		}
+		s.revoking = true // the rule (or the budget) keeps it down, not a quarantine
+	}
+	if s.killedBy == nil {
+		s.killedBy = &q
+	}
+	act.kill, act.killBy, act.killWhy = true, q.Operator, note
+	s.log.Warn("agent held down while it was starting: stopped at once", zap.String("hold", hold), zap.String("reason", note))
+	return act
 }
 
 // ended applies the end of the live run: next decides what follows, and
@@ -314,6 +362,17 @@ func (s *slot) stateLocked() (state, note string) {
 func (s *slot) kill(ctx context.Context, operator, reason string, wait bool) control.KillResult {
 	s.mu.Lock()
 	r := s.run
+	if r == nil && s.starting {
+		// Its start is under way (a fork, an exec, the agent's own
+		// start-up): it is stopped as the start completes, and the kill
+		// waits for its end as for a running one.
+		ch := s.waitLocked()
+		if s.killedBy == nil {
+			s.killedBy = &control.Quarantine{Since: time.Now().UTC(), Reason: reason, Operator: operator}
+		}
+		s.mu.Unlock()
+		return s.result(ctx, ch, wait)
+	}
 	if r == nil {
 		s.mu.Unlock()
 		if err := s.d.held.quarantine(s.id, reason, operator); err != nil {
