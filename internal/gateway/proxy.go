@@ -158,7 +158,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if cut.budget != "" {
 			rec.Err = cut.msg
 			if !cut.slice {
-				rec.OverBudget = cut.budget
+				rec.OverBudget, rec.Budget = cut.budget, cut.pool
 			}
 		}
 		g.refuse(w, gr, up, rec, cut.problem())
