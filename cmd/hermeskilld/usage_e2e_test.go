@@ -27,12 +27,17 @@ import (
 // 0 ("exit"), waits for ever ("wait"), or sends one more request that the
 // upstream holds ("hold") and waits.
 const usageAgent = `
-import json, os, sys, threading, time, urllib.request
+import json, os, sys, threading, time, urllib.error, urllib.request
 n, then = int(sys.argv[1]), sys.argv[2]
 base = os.environ["OPENAI_BASE_URL"].rstrip("/")
 
+bounded = os.environ.get("TEST_BOUNDED") == "1"
+
 def call(how=""):
     body = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
+    if bounded:  # an output bound, and a body whose bytes / 4 cover the 1000 input tokens billed
+        body["max_tokens"] = 100
+        body["messages"][0]["content"] = "hi " * 1340
     headers = {"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
                "X-Test-Upstream": how}
     req = urllib.request.Request(base + "/chat/completions", data=json.dumps(body).encode(), headers=headers, method="POST")
@@ -40,7 +45,13 @@ def call(how=""):
         r.read()
 
 for _ in range(n):
-    call()
+    try:
+        call()
+    except urllib.error.HTTPError as e:  # bounded: a refusal waits for what the supervisor decides
+        if not bounded:
+            raise
+        print("refused", e.code, flush=True)
+        break
 print("called", n, flush=True)
 if then == "hold":
     threading.Thread(target=call, args=("hold",), daemon=True).start()

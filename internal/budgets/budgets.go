@@ -84,6 +84,9 @@ type Mark struct {
 	At       time.Time `json:"at"`
 	SpentUSD float64   `json:"spent_usd"`
 	Operator string    `json:"operator,omitempty"` // a lift's
+	// Full: a trip at a request that did not fit in what was left
+	// (Trip), before the spend reached the amount.
+	Full bool `json:"full,omitempty"`
 }
 
 // file is budgets.json.
@@ -192,6 +195,8 @@ type Crossing struct {
 	Threshold string // Warn or Kill
 	SpentUSD  float64
 	Start     time.Time // of the window
+	// Full: a kill at a request that did not fit in what was left (Trip).
+	Full bool
 }
 
 // Reason says it as certificates and the audit log do: "budget team-a:
@@ -201,10 +206,16 @@ func (c Crossing) Reason() string {
 	if c.Threshold == Warn {
 		limit = c.Budget.Warn
 	}
-	return fmt.Sprintf("budget %s: spent $%.2f of $%.2f %s", c.Budget.Name, c.SpentUSD, limit, windowWord(c.Budget.Per))
+	r := fmt.Sprintf("budget %s: spent $%.2f of $%.2f %s", c.Budget.Name, c.SpentUSD, limit, Window(c.Budget.Per))
+	if c.Full {
+		r += "; the next request's worst case did not fit in the rest"
+	}
+	return r
 }
 
-func windowWord(per string) string {
+// Window names the window of per as the reasons do: "today", "this
+// month".
+func Window(per string) string {
 	if per == config.PerMonth {
 		return "this month"
 	}
@@ -254,8 +265,32 @@ func (b *Book) Held(labels map[string]string, now time.Time) (Crossing, bool) {
 		w := b.w[d.Name]
 		b.rollLocked(w, now)
 		if w.Tripped != nil && w.Lifted == nil && d.Sel.Matches(labels) {
-			return Crossing{Budget: d, Threshold: Kill, SpentUSD: w.Tripped.SpentUSD, Start: w.Start}, true
+			return Crossing{Budget: d, Threshold: Kill, SpentUSD: w.Tripped.SpentUSD, Start: w.Start, Full: w.Tripped.Full}, true
 		}
+	}
+	return Crossing{}, false
+}
+
+// Trip trips the budget name at now, before its spend reached its kill
+// amount: a request of a run it matches did not fit in what its window
+// had left (the gateway refused it, or cut its stream). It returns the
+// crossing, or false when the budget is unknown, has no kill amount, or
+// is tripped or lifted in its window already.
+func (b *Book) Trip(name string, now time.Time) (Crossing, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, d := range b.defs {
+		if d.Name != name {
+			continue
+		}
+		w := b.w[name]
+		b.rollLocked(w, now)
+		if d.Kill <= 0 || w.Tripped != nil || w.Lifted != nil {
+			return Crossing{}, false
+		}
+		w.Tripped = &Mark{At: now.UTC(), SpentUSD: w.SpentUSD, Full: true}
+		b.dirty = true
+		return Crossing{Budget: d, Threshold: Kill, SpentUSD: w.SpentUSD, Start: w.Start, Full: true}, true
 	}
 	return Crossing{}, false
 }

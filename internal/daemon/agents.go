@@ -229,6 +229,7 @@ func (d *Daemon) reload() {
 			d.mu.Unlock()
 			d.budgets.Configure(nc.Budgets, d.now())
 			d.saveBudgets()
+			d.kickBudgets() // their pools follow
 			d.pokeAll()
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/audit"
 	"github.com/hermeskill/hermeskilld/internal/budgets"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/metrics"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
@@ -45,8 +46,12 @@ func (d *Daemon) meterBudgets(done chan<- struct{}) {
 		case <-roll.C:
 		}
 		d.chargeRunning()
+		d.tripFull()
 		if freed := d.budgets.Roll(d.now()); len(freed) > 0 {
 			d.rolledOver(freed)
+		}
+		if d.syncPools() {
+			d.setRunPools()
 		}
 		if next := d.budgets.NextRoll(); !next.IsZero() {
 			roll.Reset(time.Until(next))
@@ -65,13 +70,17 @@ func (d *Daemon) kickBudgets() {
 }
 
 // budgetEvents wraps a run's event sink: each gateway record has the
-// run's spend charged at once.
+// run's spend charged at once, and a request that did not fit in a budget
+// across runs has it tripped.
 func (d *Daemon) budgetEvents(next func(supervisor.Event)) func(supervisor.Event) {
 	return func(ev supervisor.Event) {
 		if next != nil {
 			next(ev)
 		}
 		if ev.Type == supervisor.EventLLMRequest {
+			if rec := ev.LLM; rec != nil && rec.OverBudget == gateway.OverPool && rec.Budget != "" {
+				d.noteFull(rec.Budget)
+			}
 			d.kickBudgets()
 		}
 	}
@@ -222,6 +231,7 @@ func (d *Daemon) LiftBudget(req control.BudgetLiftRequest) error {
 	if err := d.budgets.Save(); err != nil {
 		return fmt.Errorf("lift not persisted: %w", err)
 	}
+	d.syncPools() // its pool refuses nothing from now on
 	d.log.Warn("budget lifted", zap.String("budget", req.Name), zap.String("operator", req.Operator))
 	d.audit(audit.Event{Type: "budget_lifted", Data: map[string]any{"budget": req.Name, "operator": req.Operator}, Sync: true})
 	d.publish(control.Event{Type: "budget_lifted", Message: fmt.Sprintf("budget %s lifted by %s", req.Name, req.Operator)})

@@ -11,7 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hermeskill/hermeskilld/internal/budgets"
+	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/gateway"
+	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
 
@@ -127,5 +130,76 @@ func TestBudgetAcrossRuns(t *testing.T) {
 		synctest.Wait()
 		require.Len(t, f.of("a1"), 2, "started again when its budget's window rolled over")
 		require.Equal(t, budgets.StateOK, budgetOf(t, d).State)
+	})
+}
+
+// poolsOf are the pools a fake run was last given.
+func poolsOf(r *fakeRun) []*gateway.Pool {
+	if p := r.pools.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// A budget across runs is a cap at the gateway: each run of the team is
+// given its pool, whose limit is the kill amount and whose spent follows
+// the book; a request that did not fit in it (the gateway's record says
+// which budget) trips the budget below its kill amount, and the team's
+// runs are stopped for check budget. A lifted budget's pool refuses
+// nothing; a budget added by a reload gets a pool, given to the live runs
+// it matches.
+func TestBudgetPools(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d, f := newTestDaemonWith(t, t.TempDir(), teamBudget)
+		startBudgets(t, d)
+		writeAgent(t, d, "a1", "labels: {team: a}\n")
+		writeAgent(t, d, "a2", "labels: {team: a}\n")
+		writeAgent(t, d, "b1", "labels: {team: b}\n")
+		writeAgent(t, d, "s1", "labels: {team: a}\nmode: shadow\n")
+		synctest.Wait()
+		pa := poolsOf(f.of("a1")[0])
+		require.Len(t, pa, 1)
+		require.Equal(t, "team-a", pa[0].Name())
+		require.Equal(t, pa, poolsOf(f.of("a2")[0]), "one pool for the team")
+		require.Empty(t, poolsOf(f.of("b1")[0]))
+		require.Empty(t, poolsOf(f.of("s1")[0]), "shadow mode: nothing refused")
+
+		f.of("s1")[0].spend(3) // reaches the pool through the book
+		d.kickBudgets()
+		synctest.Wait()
+		spent, _ := pa[0].Use()
+		require.InDelta(t, 3, spent, 1e-9)
+
+		full := gateway.Record{Refused: true, OverBudget: gateway.OverPool, Budget: "team-a", Err: "does not fit in budget team-a"}
+		d.budgetEvents(nil)(supervisor.Event{Type: supervisor.EventLLMRequest, LLM: &full})
+		synctest.Wait()
+		require.Equal(t, budgets.StateTripped, budgetOf(t, d).State)
+		for _, id := range []string{"a1", "a2", "s1"} {
+			s := f.of(id)[0].exceeded.Load()
+			require.NotNil(t, s, id)
+			require.Equal(t, symptoms.Budget, s.Check)
+			require.Equal(t, "budget team-a: spent $3.00 of $10.00 today; the next request's worst case did not fit in the rest", s.Message)
+		}
+		require.Nil(t, f.of("b1")[0].exceeded.Load())
+		st, err := d.Status("a1")
+		require.NoError(t, err)
+		require.Contains(t, st.Note, "the next request's worst case did not fit in the rest; held until")
+
+		require.NoError(t, d.LiftBudget(control.BudgetLiftRequest{Name: "team-a", Operator: "uid:0"}))
+		synctest.Wait()
+		require.Len(t, f.of("a1"), 2, "lifted: it starts")
+		d.budgetEvents(nil)(supervisor.Event{Type: supervisor.EventLLMRequest, LLM: &full})
+		synctest.Wait()
+		require.Equal(t, budgets.StateLifted, budgetOf(t, d).State, "a lifted budget does not trip again")
+		require.Nil(t, f.of("a1")[1].exceeded.Load())
+
+		nc, err := config.ParseDaemon([]byte(teamBudget+"  - {name: team-b, selector: team=b, per: month, kill: 2}\n"), "hk.yaml")
+		require.NoError(t, err)
+		d.budgets.Configure(nc.Budgets, d.now()) // as a reload does
+		d.kickBudgets()
+		synctest.Wait()
+		pb := poolsOf(f.of("b1")[0])
+		require.Len(t, pb, 1, "the new budget's pool, given to the live run")
+		require.Equal(t, "team-b", pb[0].Name())
 	})
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/fdbudget"
+	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/host"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
@@ -57,8 +58,10 @@ type Daemon struct {
 	// charged now (meterBudgets); now is the clock they are read with.
 	budgets    *budgets.Book
 	budgetKick chan struct{}
-	now        func() time.Time
-	systemd    *client.Client
+	// pools are the budgets as caps at the gateway (pools.go).
+	pools   pools
+	now     func() time.Time
+	systemd *client.Client
 
 	certsDir, logsDir, socketsDir, estopFile string
 
@@ -144,6 +147,7 @@ func newDaemon(o Options, noProcesses bool) (*Daemon, error) {
 	if d.budgets, err = budgets.Open(filepath.Join(cfg.StateDir, "budgets.json"), cfg.Budgets, d.now()); err != nil {
 		return nil, err
 	}
+	d.syncPools()
 	d.h, err = host.Open(host.Options{
 		Kind: host.Many, Log: d.log, Containment: cfg.Containment, NoProcesses: noProcesses,
 		StateDir: cfg.StateDir, CertsDir: d.certsDir, SigningKey: cfg.SigningKey,
@@ -349,6 +353,9 @@ type agentRun interface {
 	// across runs).
 	Exceed(s symptoms.Symptom)
 	Resume(ctx context.Context, req supervisor.ResumeRequest) error
+	// SetPools puts the run's next requests at the gateway in the pools
+	// of the budgets across runs it belongs to.
+	SetPools(pools ...*gateway.Pool)
 }
 
 var _ agentRun = (*supervisor.Run)(nil)
@@ -370,6 +377,7 @@ func (d *Daemon) startRun(s *slot, a *config.Agent) (agentRun, error) {
 	o.SocketDir, o.Credential, o.HeartbeatRate = filepath.Join(d.socketsDir, a.ID), cred, rate
 	o.StdoutSink, o.StderrSink = logw, logw
 	o.OnEvent = d.budgetEvents(o.OnEvent)
+	o.Pools = d.poolsFor(a)
 	r, err := supervisor.Start(o)
 	if err != nil {
 		logw.Close()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/supervisor"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
@@ -33,6 +34,7 @@ type fakeRun struct {
 	out    supervisor.Outcome
 	killed atomic.Int32
 	reconf atomic.Pointer[config.Agent]
+	pools  atomic.Pointer[[]*gateway.Pool]
 	// exceeded is the limit Exceed was given; cost is the run's spend.
 	exceeded atomic.Pointer[symptoms.Symptom]
 	cost     atomic.Pointer[float64]
@@ -59,7 +61,8 @@ func (r *fakeRun) Exceed(s symptoms.Symptom) {
 	s.Severity = symptoms.Terminal
 	r.end(supervisor.Outcome{Killed: true, Exit: procsup.ExitStatus{Signaled: true, Signal: 9}, Trigger: &s, Usage: r.usage()})
 }
-func (r *fakeRun) Reconfigure(a *config.Agent) { r.reconf.Store(a) }
+func (r *fakeRun) Reconfigure(a *config.Agent)     { r.reconf.Store(a) }
+func (r *fakeRun) SetPools(pools ...*gateway.Pool) { r.pools.Store(&pools) }
 func (r *fakeRun) Status() supervisor.Status {
 	return supervisor.Status{ID: r.a.ID, State: supervisor.StateRunning, PID: r.pid, Mode: r.a.Mode, Usage: r.usage()}
 }
@@ -104,7 +107,7 @@ type fakes struct {
 	fail map[string]error
 }
 
-func (f *fakes) start(_ *slot, a *config.Agent) (agentRun, error) {
+func (f *fakes) start(s *slot, a *config.Agent) (agentRun, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail[a.ID]; err != nil {
@@ -112,6 +115,7 @@ func (f *fakes) start(_ *slot, a *config.Agent) (agentRun, error) {
 	}
 	f.next++
 	r := &fakeRun{a: a, pid: 1000 + f.next, done: make(chan struct{}), onKill: killedByLadder}
+	r.SetPools(s.d.poolsFor(a)...) // as startRun gives them
 	f.runs[a.ID] = append(f.runs[a.ID], r)
 	return r, nil
 }

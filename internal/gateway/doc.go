@@ -68,7 +68,9 @@
 //     its deltas) crosses what the budget leaves it is ended at once with
 //     the protocol's own ending of an answer cut at its output bound
 //     (finish_reason "length", response.incomplete, stop_reason
-//     "max_tokens"), its upstream request cancelled.
+//     "max_tokens"), its upstream request cancelled. A Pool, a budget
+//     shared by the grants of several runs (Grant.SetPools), is held the
+//     same way: a request must fit in its run's budget and in each pool.
 //
 // Streams are forwarded event by event, flushed after each; metering reads
 // them as they pass with bounded memory (MaxEventBytes, MaxToolArgsBytes).

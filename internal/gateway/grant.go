@@ -41,6 +41,11 @@ type Grant struct {
 	// pause is set while the grant is paused (Budget.Pause): new requests
 	// wait for it to end; nil: not paused.
 	pause *pauseState
+	// pools are the budgets across runs the run's requests are held and
+	// counted in besides its own budget (SetPools; a slice's requests, in
+	// its run's), in the order their locks are taken; never changed in
+	// place.
+	pools []*Pool
 	// spent is what the reported requests cost, held the worst case of
 	// those admitted and not yet reported: the budget is checked against
 	// their sum before a request is forwarded.
@@ -63,6 +68,9 @@ type flight struct {
 	// held is what the budget counts of it meanwhile: its reservation,
 	// or a stream's running cost once that is more (grow).
 	held spend
+	// pools are those its held.usd is held in too: the run's when it was
+	// admitted.
+	pools []*Pool
 }
 
 // Budget is what a grant's requests may cost in all, as the gateway
@@ -122,8 +130,10 @@ type cutError struct {
 	code   string
 	msg    string
 	rev    *Revocation // set for a revocation
-	// budget is the budget a request did not fit in: "cost" or "tokens".
+	// budget is the budget a request did not fit in: "cost", "tokens",
+	// or OverPool (a budget across runs: pool names it).
 	budget string
+	pool   string
 	// slice: that budget is a sub-agent's slice, not its run's (the run
 	// is not stopped for it).
 	slice bool
@@ -264,8 +274,18 @@ func (gr *Grant) SetBudget(b Budget) {
 	gr.mu.Unlock()
 }
 
+// SetPools puts the run's requests in pools, the budgets across runs it
+// belongs to, from its next request on (those in flight stay held in the
+// pools they were admitted in); none: in no pool.
+func (gr *Grant) SetPools(pools ...*Pool) {
+	sorted := sortPools(pools)
+	gr.mu.Lock()
+	gr.root().pools = sorted
+	gr.mu.Unlock()
+}
+
 // admit registers a request about to go upstream, holding its worst case
-// res (nil: unmetered) against the budget, or says why it may not go. A
+// res (nil: unmetered) against the budget and the run's pools, or says why it may not go. A
 // paused grant admits nothing: wait is then closed when the pause ends
 // (the caller asks again, or gives up with unwait); paused is set when
 // this request paused it (the caller tells the PauseObserver).
@@ -297,7 +317,22 @@ func (gr *Grant) admit(fl *flight, res *reservation) (cut *cutError, wait <-chan
 				return e, nil, nil
 			}
 		}
-		fl.hold, fl.held = res, spend{tokens: res.in + res.out, usd: res.usd}
+		var pools []*Pool
+		if res.priced {
+			pools = gr.root().pools
+		}
+		lockPools(pools)
+		for _, p := range pools {
+			if e := p.overLocked(res); e != nil {
+				unlockPools(pools)
+				return e, nil, nil
+			}
+		}
+		for _, p := range pools {
+			p.holdLocked(res.usd)
+		}
+		unlockPools(pools)
+		fl.hold, fl.held, fl.pools = res, spend{tokens: res.in + res.out, usd: res.usd}, pools
 		for x := gr; x != nil; x = x.parent { // a slice's request is held in its run too
 			x.holds++
 			x.held.tokens += fl.held.tokens
@@ -450,6 +485,8 @@ type budgetCut struct {
 // reservation and now, so that the other streams see what it costs. A
 // cut stream holds now until its record is counted.
 //
+// The pools fl is held in are checked likewise, after the run's budget.
+//
 // The overshoot of a cut is what now passes the budget, and at most
 // what the stream's last event added (now - prev): a stream is checked
 // after each of its events.
@@ -459,6 +496,8 @@ func (gr *Grant) grow(fl *flight, now, prev spend, priced bool) *budgetCut {
 	if fl.hold == nil {
 		return nil
 	}
+	lockPools(fl.pools)
+	defer unlockPools(fl.pools)
 	b := gr.budget
 	var c *budgetCut
 	if left := b.CostUSD - (gr.spent.usd + gr.held.usd - fl.held.usd); b.CostUSD > 0 && priced && now.usd > left+budgetSlack {
@@ -470,6 +509,12 @@ func (gr *Grant) grow(fl *flight, now, prev spend, priced bool) *budgetCut {
 			msg: fmt.Sprintf("hermeskilld cut the stream at the run's budget: it had used %d tokens where %d of %d were left", now.tokens, max(left, 0), b.Tokens)},
 			over: spend{tokens: now.tokens - max(left, prev.tokens)}}
 	}
+	for _, p := range fl.pools {
+		if c != nil || !priced {
+			break
+		}
+		c = p.cutLocked(now, prev, fl.held.usd)
+	}
 	grown := fl.held
 	if c != nil {
 		grown = now
@@ -479,6 +524,9 @@ func (gr *Grant) grow(fl *flight, now, prev spend, priced bool) *budgetCut {
 	for x := gr; x != nil; x = x.parent { // a slice's stream is held in its run too
 		x.held.tokens += grown.tokens - fl.held.tokens
 		x.held.usd += grown.usd - fl.held.usd
+	}
+	for _, p := range fl.pools {
+		p.held += grown.usd - fl.held.usd
 	}
 	fl.held = grown
 	return c
@@ -502,7 +550,31 @@ func (gr *Grant) release(fl *flight) {
 }
 
 // unhold lets go of fl's hold. gr.mu is held.
-func (gr *Grant) unhold(fl *flight) {
+func (gr *Grant) unhold(fl *flight) { gr.settle(fl, 0) }
+
+// settle lets go of fl's hold (fl nil: none) and charges usd, what its
+// record cost, to the run's pools, in one step for each pool: no request
+// is admitted in between against a pool that counts it nowhere. gr.mu is
+// held.
+func (gr *Grant) settle(fl *flight, usd float64) {
+	var held, charged []*Pool
+	if fl != nil && fl.hold != nil {
+		held = fl.pools
+	}
+	if usd > 0 {
+		charged = gr.root().pools
+	}
+	if len(held)+len(charged) > 0 {
+		pools := sortPools(append(slices.Clone(held), charged...))
+		lockPools(pools)
+		for _, p := range held {
+			p.unholdLocked(fl.held.usd)
+		}
+		for _, p := range charged {
+			p.spent += usd
+		}
+		unlockPools(pools)
+	}
 	if fl == nil || fl.hold == nil {
 		return
 	}
@@ -513,7 +585,7 @@ func (gr *Grant) unhold(fl *flight) {
 			x.held = spend{}
 		}
 	}
-	fl.hold, fl.held = nil, spend{}
+	fl.hold, fl.held, fl.pools = nil, spend{}, nil
 }
 
 // arrived tells a TrafficObserver that a request arrived at.
@@ -535,7 +607,11 @@ func (gr *Grant) gone(at time.Time) {
 // it cost, at once), then tells the observer.
 func (gr *Grant) report(rec Record, fl *flight) {
 	gr.mu.Lock()
-	gr.unhold(fl)
+	var cost float64
+	if !rec.Refused {
+		cost = rec.CostUSD
+	}
+	gr.settle(fl, cost)
 	if p := gr.parent; p != nil {
 		// A slice's request is its run's too: counted in both, told to
 		// the run's observer (its budgets count its sub-agents).

@@ -160,7 +160,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			if cut.budget != "" {
 				rec.Err = cut.msg
 				if !cut.slice { // a slice's refusal stops its sub-agent, not this run
-					rec.OverBudget = cut.budget
+					rec.OverBudget, rec.Budget = cut.budget, cut.pool
 				}
 			}
 			g.refuse(w, gr, up, rec, cut.problem())

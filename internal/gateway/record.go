@@ -73,9 +73,11 @@ type Record struct {
 	Refused bool // by the gateway: revoked, closed, outside the API, too large, over budget
 	// OverBudget names the budget (Grant.SetBudget) a refused request's
 	// worst case did not fit in, or a stream's running cost crossed (the
-	// stream was cut: Cut is set): "cost" or "tokens"; Err says by how
-	// much.
+	// stream was cut: Cut is set): "cost" or "tokens", or OverPool for a
+	// budget across runs (Grant.SetPools), which Budget names; Err says by
+	// how much.
 	OverBudget string
+	Budget     string
 	// OvershootTokens and OvershootUSD are what a stream cut at the budget
 	// cost past it: output tokens of its last event, at most. A cut on a
 	// cost budget has both (the tokens at the model's output price), on a
@@ -124,6 +126,9 @@ type Record struct {
 	// Grant.Slice) whose request this was, or empty: the run's own.
 	Child string
 }
+
+// OverPool is Record.OverBudget for a budget across runs (a Pool).
+const OverPool = "budget"
 
 // Tokens is every input and output token of the request.
 func (r Record) Tokens() int64 { return r.InputTokens + r.OutputTokens }

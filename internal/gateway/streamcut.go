@@ -63,7 +63,7 @@ func (l *limiter) check() []byte {
 	if c == nil {
 		return nil
 	}
-	if c.err.budget == "cost" {
+	if c.err.budget != "tokens" { // a cost budget: the run's or a pool's
 		// The overshoot in output tokens, at the model's output price.
 		if pr, ok := prices.Lookup(model); ok && pr.Output > 0 {
 			c.over.tokens = min(int64(math.Ceil(c.over.usd*1e6/pr.Output-1e-9)), u.out-outBefore)
@@ -83,6 +83,6 @@ func (x *exchange) settleCut(rd *reading) {
 	if rd.model == "" {
 		rd.model = c.model
 	}
-	x.rec.Cut, x.rec.OverBudget, x.rec.Err = true, c.err.budget, c.err.msg
+	x.rec.Cut, x.rec.OverBudget, x.rec.Budget, x.rec.Err = true, c.err.budget, c.err.pool, c.err.msg
 	x.rec.OvershootTokens, x.rec.OvershootUSD = c.over.tokens, c.over.usd
 }

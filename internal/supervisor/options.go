@@ -48,6 +48,10 @@ type Options struct {
 	// cost budgets and tool_loop use what it meters, and the ladder's
 	// first step revokes the grant.
 	Gateway *gateway.Gateway
+	// Pools are the budgets across runs the run's requests are held in
+	// at the gateway besides its own budget (the daemon's); ignored
+	// without Gateway.
+	Pools []*gateway.Pool
 	// Keeper kills the agent's processes should we die. Without a cgroup
 	// it must be told about the run; a cgroup it reaps whole.
 	Keeper *keeper.Keeper

@@ -251,6 +251,7 @@ func (r *Run) start() error {
 		r.meters.fail = r.Fail
 		r.grant = o.Gateway.Grant(a.ID, r.meters)
 		r.grant.SetBudget(budget(a))
+		r.grant.SetPools(o.Pools...)
 		given := r.grant.Env()
 		env = append(env, given...)
 		logStripped(r.log, stripped, given)
@@ -401,6 +402,15 @@ func (r *Run) Exceed(s symptoms.Symptom) {
 	case r.loop.limits <- s:
 	case <-r.done:
 	default: // one is pending already
+	}
+}
+
+// SetPools puts the run's next requests at the gateway in pools, the
+// budgets across runs it belongs to now (the daemon's file changed); a
+// run without the gateway has none.
+func (r *Run) SetPools(pools ...*gateway.Pool) {
+	if r.grant != nil {
+		r.grant.SetPools(pools...)
 	}
 }
 
