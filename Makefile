@@ -98,7 +98,7 @@ FUZZ_TARGETS := \
 	internal/heartbeat:FuzzParse internal/heartbeat:FuzzCredentials internal/heartbeat:FuzzFramer \
 	internal/gateway:FuzzStreamMeter internal/gateway:FuzzStreamMeterBody \
 	internal/gateway:FuzzToolCallAssembly internal/gateway:FuzzToolCallIndexes \
-	internal/gateway:FuzzStreamMeters internal/gateway:FuzzParseRequest \
+	internal/gateway:FuzzStreamMeters internal/gateway:FuzzStreamScan internal/gateway:FuzzParseRequest \
 	internal/config:FuzzParseAgent internal/config:FuzzParseDaemon \
 	internal/certs:FuzzCertParse internal/certs:FuzzCertKey \
 	internal/procfs:FuzzJoinCmdline
