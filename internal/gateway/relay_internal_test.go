@@ -169,3 +169,18 @@ func TestRelayCoalescesWhatCameTogether(t *testing.T) {
 	assert.False(t, more)
 	assert.Equal(t, []string{"a", "b", "c", "d"}, d.got)
 }
+
+// TestStreamCopyBuffer: the reverse proxy copies a stream through a
+// buffer of streamBufs (held while the stream is open), any other body
+// through one of copyBufs; each goes back to its own pool.
+func TestStreamCopyBuffer(t *testing.T) {
+	stream := exchangeBufs{&exchange{body: &meteredBody{relay: &relay{}}}}
+	plain := exchangeBufs{&exchange{body: &meteredBody{}}}
+	b := stream.Get()
+	assert.Len(t, b, 2*relayBufSize)
+	stream.Put(b)
+	c := plain.Get()
+	assert.Len(t, c, 32<<10)
+	plain.Put(c)
+	assert.Len(t, exchangeBufs{&exchange{}}.Get(), 32<<10, "no response yet: not a stream")
+}
