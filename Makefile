@@ -105,7 +105,7 @@ FUZZ_TARGETS := \
 	internal/heartbeat:FuzzParse internal/heartbeat:FuzzCredentials internal/heartbeat:FuzzFramer \
 	internal/gateway:FuzzStreamMeter internal/gateway:FuzzStreamMeterBody \
 	internal/gateway:FuzzToolCallAssembly internal/gateway:FuzzToolCallIndexes \
-	internal/gateway:FuzzStreamMeters internal/gateway:FuzzParseRequest \
+	internal/gateway:FuzzStreamMeters internal/gateway:FuzzStreamScan internal/gateway:FuzzParseRequest \
 	internal/config:FuzzParseAgent internal/config:FuzzParseDaemon \
 	internal/certs:FuzzCertParse internal/certs:FuzzCertKey \
 	internal/procfs:FuzzJoinCmdline
@@ -157,8 +157,9 @@ bench:
 	./scripts/bench-supervise.sh
 
 # hermeskilld side by side with tini, dumb-init, coreutils timeout and the
-# harness's own floors, every comparison interleaved; one markdown table
-# (tools/benchcompare, docs/benchmarks.md). ~3 minutes on 2 cores;
+# harness's own floors, and its LLM gateway beside a bare reverse proxy,
+# every comparison interleaved; one markdown table (tools/benchcompare,
+# docs/benchmarks.md). ~5 minutes on 2 cores (the gateway's ~1.5 of them);
 # BENCH_FLAGS=-quick for a short run, -n 10000, -rows 1,2, … (-help).
 # Installs tini and dumb-init with apt-get when absent (as root).
 bench-compare:

@@ -42,19 +42,49 @@ var dropToUpstream = []string{"Authorization", "X-Api-Key", "Cookie", "Accept-En
 // dropToAgent are the upstream's headers the agent never gets.
 var dropToAgent = []string{"Set-Cookie", "Alt-Svc"}
 
-// copyBufs are the reverse proxy's buffers, that copy response bodies.
-var copyBufs = &bufPool{}
+// copyBufs are the reverse proxy's buffers, that copy response bodies;
+// streamBufs those of event streams. A stream's copy buffer is held as
+// long as the stream is open, and the relay returns at most what one read
+// of the upstream buffered (relayBufSize) and the end of an event per
+// Read: twice that is room enough, and a quarter of the proxy's 32 KiB.
+var (
+	copyBufs   = &bufPool{size: 32 << 10}
+	streamBufs = &bufPool{size: 2 * relayBufSize}
+)
 
-type bufPool struct{ p sync.Pool }
+type bufPool struct {
+	size int
+	p    sync.Pool
+}
 
 func (bp *bufPool) Get() []byte {
 	if b, ok := bp.p.Get().(*[]byte); ok {
 		return *b
 	}
-	return make([]byte, 32<<10)
+	return make([]byte, bp.size)
 }
 
 func (bp *bufPool) Put(b []byte) { bp.p.Put(&b) }
+
+// exchangeBufs is an exchange's httputil.BufferPool: the proxy asks for a
+// buffer once the response's headers came (ModifyResponse ran), so a
+// stream gets one of streamBufs.
+type exchangeBufs struct{ x *exchange }
+
+func (eb exchangeBufs) Get() []byte {
+	if eb.x.body != nil && eb.x.body.relay != nil {
+		return streamBufs.Get()
+	}
+	return copyBufs.Get()
+}
+
+func (eb exchangeBufs) Put(b []byte) {
+	if len(b) == streamBufs.size {
+		streamBufs.Put(b)
+		return
+	}
+	copyBufs.Put(b)
+}
 
 // discardLog is the reverse proxy's log: what it would say of an error is
 // in the request's record.
@@ -339,7 +369,7 @@ func (x *exchange) forward(path string, body []byte) (abort bool) {
 		// flushed, so that its last bytes reach the agent only once its
 		// record is made, as the handler returns.
 		FlushInterval:  0,
-		BufferPool:     copyBufs,
+		BufferPool:     exchangeBufs{x},
 		ModifyResponse: x.modifyResponse,
 		ErrorHandler:   x.proxyError,
 		ErrorLog:       discardLog, // every error ends in the request's record

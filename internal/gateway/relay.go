@@ -20,9 +20,11 @@ const keepEventCap = 64 << 10
 // relay reads a server-sent event stream from the upstream as the agent
 // gets it, and shows each event's data to the meter on the way. An event
 // is held only until its blank line; one longer than maxEvent is passed on
-// as it comes and not read. Each Read returns at most one event (the
-// reverse proxy flushes after each write: the agent gets the stream event
-// by event).
+// as it comes and not read. The reverse proxy writes and flushes what each
+// Read returns, so a Read returns as soon as it has a whole event and the
+// source has no further line already read: the events that came in one
+// read of the upstream go out in one write and one flush, and none waits
+// for the next to arrive.
 type relay struct {
 	src      *bufio.Reader
 	maxEvent int
@@ -50,21 +52,35 @@ func (e *agentError) Unwrap() error { return e.err }
 
 // Read returns the stream's next bytes for the agent: io.EOF at the
 // stream's end, else the upstream's read error (what was held of the
-// broken event is dropped: the agent never gets half an event).
+// broken event is dropped: the agent never gets half an event). It blocks
+// on the source only while it has nothing to return.
 func (rl *relay) Read(p []byte) (int, error) {
-	for len(rl.out) == 0 {
-		if len(rl.end) > 0 {
+	n := 0
+	for {
+		c := copy(p[n:], rl.out)
+		rl.out, n = rl.out[c:], n+c
+		switch {
+		case len(rl.out) > 0: // p is full
+			return n, nil
+		case len(rl.end) > 0:
 			rl.out, rl.end = rl.end, nil
 			continue
-		}
-		if rl.err != nil {
+		case rl.err != nil && n > 0:
+			return n, nil
+		case rl.err != nil:
 			return 0, rl.err
+		case n > 0 && !rl.lineBuffered():
+			return n, nil
 		}
 		rl.next()
 	}
-	n := copy(p, rl.out)
-	rl.out = rl.out[n:]
-	return n, nil
+}
+
+// lineBuffered is true when the source's next piece is already read: a
+// whole line, or a full buffer of one.
+func (rl *relay) lineBuffered() bool {
+	b, _ := rl.src.Peek(rl.src.Buffered())
+	return len(b) == rl.src.Size() || bytes.IndexByte(b, '\n') >= 0
 }
 
 // next reads one piece of the source: a whole line or part of one.

@@ -129,3 +129,58 @@ func TestRelayAgentGone(t *testing.T) {
 type failingWriter struct{ *httptest.ResponseRecorder }
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// TestRelayCoalescesWhatCameTogether: the events of one upstream read go
+// out in one Read (one write, one flush), and a Read with an event in hand
+// never waits for the upstream's next bytes; the rest of an event that
+// came in part is awaited, as before.
+func TestRelayCoalescesWhatCameTogether(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	d := &dataLog{}
+	rl := &relay{src: bufio.NewReaderSize(pr, relayBufSize), maxEvent: 1 << 10, meter: d}
+	reads := make(chan string)
+	go func() {
+		defer close(reads)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := rl.Read(buf)
+			if n > 0 {
+				reads <- string(buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	write := func(s string) {
+		t.Helper()
+		_, err := io.WriteString(pw, s)
+		require.NoError(t, err)
+	}
+	write("data: a\n\n: keep-alive\n\ndata: b\n\ndata: c")
+	assert.Equal(t, "data: a\n\n: keep-alive\n\ndata: b\n\n", <-reads, "three events read together, the fourth not awaited")
+	write("\n\n")
+	assert.Equal(t, "data: c\n\n", <-reads)
+	write("data: d\n\n")
+	assert.Equal(t, "data: d\n\n", <-reads, "one event alone is not held")
+	require.NoError(t, pw.Close())
+	_, more := <-reads
+	assert.False(t, more)
+	assert.Equal(t, []string{"a", "b", "c", "d"}, d.got)
+}
+
+// TestStreamCopyBuffer: the reverse proxy copies a stream through a
+// buffer of streamBufs (held while the stream is open), any other body
+// through one of copyBufs; each goes back to its own pool.
+func TestStreamCopyBuffer(t *testing.T) {
+	stream := exchangeBufs{&exchange{body: &meteredBody{relay: &relay{}}}}
+	plain := exchangeBufs{&exchange{body: &meteredBody{}}}
+	b := stream.Get()
+	assert.Len(t, b, 2*relayBufSize)
+	stream.Put(b)
+	c := plain.Get()
+	assert.Len(t, c, 32<<10)
+	plain.Put(c)
+	assert.Len(t, exchangeBufs{&exchange{}}.Get(), 32<<10, "no response yet: not a stream")
+}

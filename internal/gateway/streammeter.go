@@ -41,11 +41,14 @@ type cutUsage struct{ in, out, cached int64 }
 // provider streams a token or a few per event; a token of code or of a
 // language other than English is fewer bytes than four, and such deltas
 // are counted one each).
-func deltaTokens(s string) int64 {
-	if s == "" {
+func deltaTokens(s string) int64 { return lenTokens(len(s)) }
+
+// lenTokens is deltaTokens of a delta of n bytes.
+func lenTokens(n int) int64 {
+	if n == 0 {
 		return 0
 	}
-	return max(1, int64(len(s)+3)/4)
+	return max(1, int64(n+3)/4)
 }
 
 // rawDeltaTokens is deltaTokens of a delta's member as the upstream sent
@@ -110,6 +113,15 @@ type chatCall struct {
 }
 
 func (m *chatStream) event(data []byte) bool {
+	if m.scan(data) {
+		return false
+	}
+	return m.decode(data)
+}
+
+// decode reads a chunk with encoding/json (and [DONE]): what scan
+// declined.
+func (m *chatStream) decode(data []byte) bool {
 	if bytes.Equal(data, []byte("[DONE]")) {
 		m.r.done = true
 		return false
@@ -287,6 +299,14 @@ type outputItem struct {
 }
 
 func (m *responsesStream) event(data []byte) bool {
+	if m.scan(data) {
+		return false
+	}
+	return m.decode(data)
+}
+
+// decode reads an event with encoding/json: what scan declined.
+func (m *responsesStream) decode(data []byte) bool {
 	var e struct {
 		Type        string          `json:"type"`
 		Seq         json.RawMessage `json:"sequence_number"`
@@ -433,6 +453,14 @@ type messagesStream struct {
 }
 
 func (m *messagesStream) event(data []byte) bool {
+	if m.scan(data) {
+		return false
+	}
+	return m.decode(data)
+}
+
+// decode reads an event with encoding/json: what scan declined.
+func (m *messagesStream) decode(data []byte) bool {
 	var e struct {
 		Type    string `json:"type"`
 		Index   int    `json:"index"`

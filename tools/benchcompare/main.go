@@ -16,6 +16,7 @@
 //	killtree.go  4 kill-to-empty of trees of 1, 10, 100 processes vs kill -9
 //	ingest.go    5 heartbeat ingest rate and daemon CPU per heartbeat
 //	daemon.go    6 a daemon with N agents: start, steady CPU and RSS, shutdown
+//	gateway.go   7 the LLM gateway vs a bare httputil.ReverseProxy vs direct
 //
 // Everything runs under one temporary directory and in process groups the
 // harness tracks; both are removed on exit and on Ctrl-C.
@@ -51,6 +52,12 @@ type config struct {
 	n           int           // 6: agents of the big daemon
 	window      time.Duration // 6: the steady-state CPU window
 	ingest      time.Duration // 5: each ingest window
+	gwN         int           // 7: requests per path at concurrency 1
+	gwConc      int           // 7: agents at once in the throughput windows
+	gwRounds    int           // 7: interleaved rounds of throughput windows
+	gwWindow    time.Duration // 7: each throughput window
+	gwStreams   int           // 7: streams held open at once
+	gwHold      time.Duration // 7: how long they are held
 	install     bool
 	out, log    io.Writer
 	cleanupWait time.Duration
@@ -65,7 +72,7 @@ func parseFlags(args []string, out, log io.Writer) (config, error) {
 	fs.StringVar(&c.hkDyn, "hk-dynamic", "", "launch: hermeskilld built by a plain `go build` with cgo (dynamically linked)")
 	fs.StringVar(&c.floorDyn, "floor-dynamic", "", "launch: the launch floor built the same way as -hk-dynamic")
 	fs.BoolVar(&c.quick, "quick", false, "fewer repetitions and shorter windows (a minute or two)")
-	rows := fs.String("rows", "1,2,3,4,5,6", "row groups to run")
+	rows := fs.String("rows", "1,2,3,4,5,6,7", "row groups to run")
 	fs.IntVar(&c.rounds, "rounds", 0, "launch: interleaved rounds (default 200, -quick 30)")
 	fs.IntVar(&c.ladderRuns, "ladder-rounds", 0, "ladder: rounds (default 10, -quick 1)")
 	fs.IntVar(&c.ladderPar, "ladder-par", 0, "ladder: runs of each variant at once per round (default 5, -quick 2)")
@@ -74,6 +81,12 @@ func parseFlags(args []string, out, log io.Writer) (config, error) {
 	fs.IntVar(&c.n, "n", 0, "daemon: agents (default 1000, -quick 100; 10000 raises limits as root)")
 	fs.DurationVar(&c.window, "window", 0, "daemon: steady-state CPU window (default 30s, -quick 5s)")
 	fs.DurationVar(&c.ingest, "ingest-window", 0, "ingest: each window (default 5s, -quick 2s)")
+	fs.IntVar(&c.gwN, "gw-n", 0, "gateway: requests per path at concurrency 1 (default 2000, -quick 300)")
+	fs.IntVar(&c.gwConc, "gw-conc", 0, "gateway: agents at once in the throughput windows (default 16, -quick 8)")
+	fs.IntVar(&c.gwRounds, "gw-rounds", 0, "gateway: interleaved rounds of throughput windows (default 3, -quick 2)")
+	fs.DurationVar(&c.gwWindow, "gw-window", 0, "gateway: each throughput window (default 3s, -quick 1s)")
+	fs.IntVar(&c.gwStreams, "gw-streams", 0, "gateway: streams held open at once (default 2000, -quick 200)")
+	fs.DurationVar(&c.gwHold, "gw-hold", 0, "gateway: how long the streams are held (default 10s, -quick 3s)")
 	fs.BoolVar(&c.install, "install", true, "apt-get install tini and dumb-init when absent (as root)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -92,6 +105,10 @@ func parseFlags(args []string, out, log io.Writer) (config, error) {
 	def(&c.agents, 100, 20)
 	def(&c.killRuns, 15, 3)
 	def(&c.n, 1000, 100)
+	def(&c.gwN, 2000, 300)
+	def(&c.gwConc, 16, 8)
+	def(&c.gwRounds, 3, 2)
+	def(&c.gwStreams, 2000, 200)
 	defd := func(p *time.Duration, full, quick time.Duration) {
 		if *p <= 0 {
 			*p = full
@@ -102,11 +119,13 @@ func parseFlags(args []string, out, log io.Writer) (config, error) {
 	}
 	defd(&c.window, 30*time.Second, 5*time.Second)
 	defd(&c.ingest, 5*time.Second, 2*time.Second)
+	defd(&c.gwWindow, 3*time.Second, time.Second)
+	defd(&c.gwHold, 10*time.Second, 3*time.Second)
 	c.rows = map[int]bool{}
 	for _, f := range strings.Split(*rows, ",") {
 		i, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || i < 1 || i > 6 {
-			return c, fmt.Errorf("-rows: %q is not a row group 1-6", f)
+		if err != nil || i < 1 || i > 7 {
+			return c, fmt.Errorf("-rows: %q is not a row group 1-7", f)
 		}
 		c.rows[i] = true
 	}
@@ -122,6 +141,7 @@ func parseFlags(args []string, out, log io.Writer) (config, error) {
 }
 
 func main() {
+	maybeServeProxy()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	os.Exit(run(ctx, cancel, os.Args[1:], os.Stdout, os.Stderr, true))
@@ -194,7 +214,7 @@ func run(ctx context.Context, cancel context.CancelFunc, args []string, out, log
 		fn func() ([]Row, []string)
 	}{
 		{1, b.launchRows}, {2, b.ladderRows}, {3, b.detectRows},
-		{4, b.killRows}, {5, b.ingestRows}, {6, b.daemonRows},
+		{4, b.killRows}, {5, b.ingestRows}, {6, b.daemonRows}, {7, b.gatewayRows},
 	}
 	for _, g := range groups {
 		if !cfg.rows[g.n] || b.interrupted() {

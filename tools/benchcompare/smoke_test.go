@@ -83,7 +83,8 @@ func TestSmoke(t *testing.T) {
 	defer cancel()
 	code := run(ctx, cancel, []string{"-hk", hk, "-floor", floor, "-quick", "-install=false",
 		"-rounds", "5", "-ladder-rounds", "1", "-ladder-par", "1", "-agents", "5",
-		"-kill-runs", "1", "-n", "20", "-window", "2s", "-ingest-window", "1s"}, &out, &log, false)
+		"-kill-runs", "1", "-n", "20", "-window", "2s", "-ingest-window", "1s",
+		"-gw-n", "20", "-gw-conc", "2", "-gw-rounds", "1", "-gw-window", "200ms", "-gw-streams", "10", "-gw-hold", "500ms"}, &out, &log, false)
 	t.Logf("log:\n%s", log.String())
 	t.Logf("output:\n%s", out.String())
 	if code != 0 {
@@ -93,7 +94,7 @@ func TestSmoke(t *testing.T) {
 	if !strings.Contains(s, "**Machine:**") || strings.Count(s, "| group | measurement |") != 1 {
 		t.Error("no machine line, or not exactly one table")
 	}
-	for _, g := range []string{"1 launch", "2 ladder", "3 detection", "4 kill-to-empty", "5 ingest", "6 daemon"} {
+	for _, g := range []string{"1 launch", "2 ladder", "3 detection", "4 kill-to-empty", "5 ingest", "6 daemon", "7 gateway"} {
 		if !strings.Contains(s, "| "+g+" |") {
 			t.Errorf("no row of group %q", g)
 		}
