@@ -112,6 +112,11 @@ func scanChatChoice(s *jsonScan) (index int, counted int64, ok bool) {
 			if counted, ok = scanChatDelta(s); !ok {
 				return 0, 0, false
 			}
+		case is(k, "finish_reason"):
+			seen.once(s, 4)
+			if v := s.value(); s.bad || string(v) != "null" {
+				return 0, 0, false // a choice's end: the full decode keeps its reason
+			}
 		default:
 			s.skip(0)
 		}
