@@ -30,6 +30,8 @@ import (
 	_ "io"
 	_ "io/fs"
 	_ "maps"
+	_ "math"
+	_ "os/exec"
 	_ "os/signal"
 	_ "path/filepath"
 	_ "regexp"
@@ -54,6 +56,8 @@ import (
 	_ "github.com/hermeskill/hermeskilld/internal/control"
 	_ "github.com/hermeskill/hermeskilld/internal/daemon"
 	_ "github.com/hermeskill/hermeskilld/internal/display"
+	_ "github.com/hermeskill/hermeskilld/internal/escalate"
+	_ "github.com/hermeskill/hermeskilld/internal/gateway"
 	_ "github.com/hermeskill/hermeskilld/internal/heartbeat"
 	_ "github.com/hermeskill/hermeskilld/internal/host"
 	_ "github.com/hermeskill/hermeskilld/internal/keeper"
@@ -61,8 +65,10 @@ import (
 	_ "github.com/hermeskill/hermeskilld/internal/metrics"
 	_ "github.com/hermeskill/hermeskilld/internal/outbox"
 	_ "github.com/hermeskill/hermeskilld/internal/procsup"
+	_ "github.com/hermeskill/hermeskilld/internal/recorder"
 	_ "github.com/hermeskill/hermeskilld/internal/supervisor"
 	_ "github.com/hermeskill/hermeskilld/internal/symptoms"
+	_ "github.com/hermeskill/hermeskilld/internal/telemetry"
 	_ "github.com/hermeskill/hermeskilld/internal/tty"
 )
 
