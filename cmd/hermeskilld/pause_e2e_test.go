@@ -73,7 +73,9 @@ func TestSupervisePauseResume(t *testing.T) {
 	// while the budget is not spent, crosses it and pauses the run again.
 	mid := ctl("resume", "pause-e2e", "--max-cost", "0.50")
 	require.Equal(t, 0, mid.code, mid.stderr)
-	assert.Equal(t, "agent pause-e2e resumed; state running\n", mid.stdout)
+	// The state it reads back is running, or paused again already when
+	// the agent's fifth request came first.
+	assert.Regexp(t, `^agent pause-e2e resumed; state (running|paused)\n$`, mid.stdout)
 	waitPaused(2)
 
 	ok := ctl("resume", "pause-e2e", "--max-cost", "20")
