@@ -56,7 +56,7 @@ type slot struct {
 	// starting is true while a run is being started (s.run is still nil):
 	// a kill then waits for it and stops it as its start completes.
 	starting bool
-	logw     io.Closer           // the run's output log
+	logw     io.Closer // the run's output log
 	// charged is what the live run spent that the budgets across runs
 	// were charged (its effective cost when last read).
 	charged float64

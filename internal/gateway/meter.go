@@ -20,11 +20,11 @@ type reading struct {
 	// counted estimates a stream's output tokens from its deltas as they
 	// pass (deltaTokens): the running cost the budget checks.
 	counted     int64
-	tools           []ToolCall
-	finish          []string // finish reasons, by choice
-	incomplete      bool     // part of the response could not be read
-	done            bool     // a stream's final event was seen
-	upstreamErr     string   // a stream's error event
+	tools       []ToolCall
+	finish      []string // finish reasons, by choice
+	incomplete  bool     // part of the response could not be read
+	done        bool     // a stream's final event was seen
+	upstreamErr string   // a stream's error event
 }
 
 // maxFinishReasons bounds the finish reasons kept of one response (one
