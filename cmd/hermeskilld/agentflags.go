@@ -37,6 +37,7 @@ var agentFlags = []struct{ name, key, typ, usage string }{
 	{"tool-loop", "checks.tool_loop.repeats", "int", "kill when the same tool call, or cycle of 2-3 calls, repeats this many times"},
 	{"error-streak", "checks.error_streak.kill", "int", "kill after this many ERRORs without progress"},
 	{"max-steps", "checks.steps.kill", "int", "kill when PROGRESS goes over this"},
+	{"max-denials", "checks.denials.kill", "int", "kill after this many accesses refused by the agent's confinement (writes outside writable:, signals out of its domain; counted from the kernel's audit log, which must be on)"},
 	{"coop-signal", "escalation.coop_signal", "signal", "signal for the cooperative stop, or none"},
 	{"coop-grace", "escalation.coop_grace", "duration", "wait after the cooperative stop"},
 	{"ack-wait", "escalation.ack_wait", "duration", "wait for the client to acknowledge STOP before sending --coop-signal"},

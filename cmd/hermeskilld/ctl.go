@@ -405,6 +405,9 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 				fds = fmt.Sprint(*r.Tree.FDs)
 			}
 			kv("tree", fmt.Sprintf("rss %s, cpu %.0f%%, tasks %d, fds %s", sizeText(r.Tree.RSSBytes), r.Tree.CPUPercent, r.Tree.Tasks, fds))
+			if r.Tree.Denials != nil {
+				kv("denials", fmt.Sprint(*r.Tree.Denials))
+			}
 			if e := r.SamplerError; e != nil {
 				kv("sampler error", samplerErrorText(*e, now))
 			}

@@ -42,6 +42,22 @@ const (
 	AlgEd25519 = "ed25519" // Signature.Alg
 )
 
+// Denials is what the agent's confinement (Landlock) refused it, as the
+// kernel's audit log told it: how many, by what refused them
+// ("fs.write_file", "fs.make_reg", "scope.signal", …), and the last few.
+type Denials struct {
+	Count     int            `json:"count"`
+	ByBlocker map[string]int `json:"by_blocker,omitempty"`
+	Recent    []Denial       `json:"recent,omitempty"`
+}
+
+// Denial is one refused access: the path, or the process signalled.
+type Denial struct {
+	Blockers string `json:"blockers"`
+	Target   string `json:"target,omitempty"`
+	PID      int    `json:"pid,omitempty"`
+}
+
 // Certificate is one death certificate. The package comment describes every
 // field. Times are written as RFC 3339 with nanoseconds in UTC, and a zero
 // time as null; nil slices are written as [] (a reader can always iterate).
@@ -56,6 +72,7 @@ type Certificate struct {
 	PID            int               `json:"pid"`
 	Containment    string            `json:"containment,omitempty"`
 	Confinement    string            `json:"confinement,omitempty"`
+	Denials        *Denials          `json:"denials,omitempty"`
 	StartedAt      time.Time         `json:"started_at"`
 	TriggeredAt    time.Time         `json:"triggered_at"`
 	TerminatedAt   time.Time         `json:"terminated_at"`

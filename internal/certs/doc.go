@@ -44,6 +44,13 @@
 //     network namespace with only loopback and the gateway); "none" when
 //     nothing did (a kernel without Landlock signal scoping, and neither
 //     writable paths nor gateway-only); omitted when unknown.
+//   - denials: what the confinement refused the agent, from the kernel's
+//     audit log (Landlock's records, Linux 6.15 and later, with auditing
+//     on): count, by_blocker (the count by what refused it: "fs.make_reg",
+//     "fs.write_file", "scope.signal", …) and recent (the last eight:
+//     blockers, target — the path, or "pid N (comm)" of the process
+//     signalled —, pid of the process that tried); omitted when not
+//     counted.
 //   - started_at: when the agent was started.
 //   - triggered_at: when the death was decided: the terminal symptom, the
 //     operator's request, or, for an external death, when the exit was seen.

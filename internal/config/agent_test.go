@@ -124,7 +124,7 @@ func TestLoadAgentOKFixtures(t *testing.T) {
 func TestLoadAgentBadFixtures(t *testing.T) {
 	for file, want := range map[string]string{
 		"bad-unknown-key.yaml":        `:4: unknown key "chekcs" (known: id, labels, command, user, cwd, env, writable, network, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane); did you mean "checks"?`,
-		"bad-unknown-nested-key.yaml": `:5: checks: unknown key "memroy" (known: startup_timeout, heartbeat_timeout, heartbeat_timeout_min, heartbeat_timeout_max, progress_timeout, max_runtime, max_extension, sample_interval, memory, cpu_spin, procs, fds, tokens, cost, tool_loop, error_streak, steps, cost_rate, requests_rate, tokens_rate); did you mean "memory"?`,
+		"bad-unknown-nested-key.yaml": `:5: checks: unknown key "memroy" (known: startup_timeout, heartbeat_timeout, heartbeat_timeout_min, heartbeat_timeout_max, progress_timeout, max_runtime, max_extension, sample_interval, memory, cpu_spin, procs, fds, tokens, cost, tool_loop, error_streak, steps, denials, cost_rate, requests_rate, tokens_rate); did you mean "memory"?`,
 		"bad-command-string.yaml":     `:2: command: must be a list of strings such as [python3, agent.py, --fast], got a single string (no shell is involved: split the arguments yourself)`,
 		"bad-duration.yaml":           `:4: checks.heartbeat_timeout: bad duration "30": missing unit (e.g. 30s)`,
 		"bad-size.yaml":               `:6: checks.memory.kill: bad size "2Gb": unknown unit "Gb" (want ` + sizeForms + `)`,

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hermeskill/hermeskilld/internal/denials"
 	"github.com/hermeskill/hermeskilld/internal/landlock"
 )
 
@@ -97,6 +98,8 @@ func (c *Daemon) CreatesAgentsDir() bool {
 //     on every directory above it);
 //   - each writable path exists, and the kernel has Landlock to confine
 //     writes to them;
+//   - with checks.denials, Landlock's denials can be counted: the kernel
+//     logs them (Linux 6.15) and its audit log is on and readable;
 //   - the command resolves, as it will at the start: a name without a
 //     slash through this process's PATH (the daemon's PATH, not the agent
 //     file's env), a relative path from cwd; and that user (its uid, its
@@ -141,6 +144,13 @@ func (a *Agent) CheckHost(data []byte) error {
 	}
 	if abi := landlock.ABI(); a.Writable != nil && abi < landlock.FilesABI {
 		hc.add("writable", errNoLandlock)
+	}
+	if a.Checks.Denials != nil {
+		if abi := landlock.ABI(); abi < landlock.LoggingABI {
+			hc.add("checks.denials", fmt.Errorf("needs the kernel's Landlock to log denials (ABI %d, Linux 6.15; this kernel has %d): the agent would not start", landlock.LoggingABI, abi))
+		} else if err := denials.Available(); err != nil {
+			hc.add("checks.denials", fmt.Errorf("%w: the agent would not start", err))
+		}
 	}
 	if hasCommand {
 		path, how, err := resolveCommand(a.Command[0], a.Cwd)

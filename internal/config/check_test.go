@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermeskill/hermeskilld/internal/landlock"
+	"github.com/hermeskill/hermeskilld/internal/testaudit"
 	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
@@ -177,6 +178,19 @@ func TestAgentCheckHostWritable(t *testing.T) {
 	path, err := checkAgentFile(t, dir, "id: bot\ncommand: [/bin/true]\nwritable:\n  - "+dir+"\n  - "+missing+"\n")
 	require.ErrorIs(t, err, ErrHost)
 	require.EqualError(t, err, path+":5: writable[1]: stat "+missing+": no such file or directory")
+}
+
+// checks.denials passes the host's checks where the denials can be
+// counted. (Where they cannot, the run refuses to start with the reason:
+// internal/supervisor's TestDenialsCheckRefusedWhenUncountable.)
+func TestAgentCheckHostDenials(t *testing.T) {
+	if abi := landlock.ABI(); abi < landlock.LoggingABI {
+		t.Skipf("this kernel's Landlock ABI is %d, below %d: it logs no denials", abi, landlock.LoggingABI)
+	}
+	testaudit.Enable(t)
+	dir := t.TempDir()
+	_, err := checkAgentFile(t, dir, "id: bot\ncommand: [/bin/true]\nwritable: ["+dir+"]\nchecks:\n  denials: {kill: 3}\n")
+	require.NoError(t, err)
 }
 
 func TestAgentCheckHostUnknownUserAndCommand(t *testing.T) {

@@ -33,6 +33,7 @@ type Checks struct {
 	ToolLoop    *ToolLoop  `yaml:"tool_loop"`    // {repeats} or a bare number
 	ErrorStreak *Limit     `yaml:"error_streak"` // ERRORs with no progress between
 	Steps       *Limit     `yaml:"steps"`        // the PROGRESS value
+	Denials     *Limit     `yaml:"denials"`      // what Landlock refused the agent (writes outside writable:, signals out of its domain)
 
 	// The rates: what was spent, asked for or counted in the last `per`
 	// (a sliding window), metered with the gateway as tokens and cost are.

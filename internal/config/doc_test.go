@@ -209,6 +209,7 @@ func TestSchemaKeys(t *testing.T) {
 		"checks.tool_loop", "checks.tool_loop.repeats",
 		"checks.error_streak", "checks.error_streak.warn", "checks.error_streak.kill",
 		"checks.steps", "checks.steps.warn", "checks.steps.kill",
+		"checks.denials", "checks.denials.warn", "checks.denials.kill",
 		"checks.cost_rate", "checks.cost_rate.warn", "checks.cost_rate.kill", "checks.cost_rate.per",
 		"checks.requests_rate", "checks.requests_rate.warn", "checks.requests_rate.kill", "checks.requests_rate.per",
 		"checks.tokens_rate", "checks.tokens_rate.warn", "checks.tokens_rate.kill", "checks.tokens_rate.per",

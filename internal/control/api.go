@@ -214,6 +214,9 @@ type TreeSample struct {
 	CPUPercent float64 `json:"cpu_percent"` // 100 = one core
 	Tasks      int     `json:"tasks"`       // processes and threads
 	FDs        *int    `json:"fds,omitempty"`
+	// Denials is what the agent's confinement refused it so far, when
+	// counted (the kernel's audit log).
+	Denials *int `json:"denials,omitempty"`
 }
 
 // SamplerError is the kernel sampler's last failure in a run.

@@ -45,6 +45,10 @@ func wireRun(st supervisor.Status) *control.RunStatus {
 		fds := st.Sample.FDs
 		r.Tree.FDs = &fds
 	}
+	if st.Sample.HaveDenials {
+		n := st.Sample.Denials
+		r.Tree.Denials = &n
+	}
 	if e := st.SamplerError; e != nil {
 		r.SamplerError = &control.SamplerError{Error: e.Err, At: e.At.UTC(), Failures: e.Failures, BlindSince: utc(e.BlindSince)}
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/containment"
+	"github.com/hermeskill/hermeskilld/internal/denials"
 	"github.com/hermeskill/hermeskilld/internal/fdbudget"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
@@ -136,6 +137,11 @@ type Host struct {
 	svcs      sync.WaitGroup
 	gwDone    chan struct{}
 	closeOnce sync.Once
+
+	// The kernel's Landlock denials, read once a run needs them.
+	denialsOnce sync.Once
+	denials     *denials.Reader
+	denialsErr  error
 }
 
 // Service names a service in an *Error.
@@ -410,7 +416,17 @@ func (h *Host) RunOptions(a *config.Agent) supervisor.Options {
 		Agent: a, Runtime: h.Runtime, Cgroups: h.Cgroups, Exclusive: h.o.Kind == One, Keeper: h.Keeper,
 		CertsDir: h.o.CertsDir, JournalDir: h.journalDir, Signer: h.Signer, AuditHead: h.auditHead(),
 		Gateway: h.Gateway, Poller: h.Poller, OnEvent: h.Recorder.Event, Log: h.log,
+		Denials: h.denialsReader,
 	}
+}
+
+// denialsReader is the host's reader of Landlock's denials, opened at the
+// first run that needs it: one for every agent of the host.
+func (h *Host) denialsReader() (*denials.Reader, error) {
+	h.denialsOnce.Do(func() {
+		h.denials, h.denialsErr = denials.Open()
+	})
+	return h.denials, h.denialsErr
 }
 
 // Finish flushes the control plane's outbox for a host of one agent until
@@ -463,6 +479,10 @@ func (h *Host) Close() error {
 			}
 		}
 		h.CloseKeeper()
+		h.denialsOnce.Do(func() {}) // none opened from now on
+		if h.denials != nil {
+			_ = h.denials.Close()
+		}
 		if h.Runtime != nil {
 			h.Runtime.Close()
 		}

@@ -46,6 +46,9 @@ const (
 	FilesABI = 1
 	// SignalsABI scopes signals (Linux 6.12).
 	SignalsABI = 6
+	// LoggingABI logs denials through the audit subsystem, also after an
+	// execve(2) when asked to (Linux 6.15).
+	LoggingABI = 7
 )
 
 // Matchable errors.
@@ -171,7 +174,15 @@ func RestrictSelf(r Ruleset, abi int) error {
 			return err
 		}
 	}
-	if err := restrict(int(fd)); err != nil {
+	var flags uintptr
+	if abi >= LoggingABI {
+		// The agent is executed after the restriction, and denials after
+		// an execve(2) are logged only with this flag; package denials
+		// counts them. Nothing is logged while the kernel's auditing is
+		// off.
+		flags = unix.LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
+	}
+	if err := restrict(int(fd), flags); err != nil {
 		return err
 	}
 	return nil
@@ -205,13 +216,13 @@ func allow(ruleset int, path string, rights uint64) error {
 // restrict enforces the ruleset on the calling thread, asking for
 // no_new_privs only when the kernel requires it (EPERM: neither it nor
 // CAP_SYS_ADMIN).
-func restrict(ruleset int) error {
-	_, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0)
+func restrict(ruleset int, flags uintptr) error {
+	_, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), flags, 0)
 	if errno == unix.EPERM {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return os.NewSyscallError("prctl PR_SET_NO_NEW_PRIVS", err)
 		}
-		_, _, errno = unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0)
+		_, _, errno = unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), flags, 0)
 	}
 	if errno != 0 {
 		return os.NewSyscallError("landlock_restrict_self", errno)

@@ -203,6 +203,9 @@ func (r *Run) sample(c config.Checks, now time.Time) (symptoms.Sample, bool, err
 	if err != nil {
 		countSamplerFailure(err)
 	}
+	if r.denials != nil && ok {
+		s.Denials, s.HaveDenials = r.denials.Count(), true
+	}
 	return s, ok, err
 }
 

@@ -68,6 +68,9 @@ func (r *Run) finish(res *escalate.Result, trigger *symptoms.Symptom, st runStat
 	r.log.Info("agent exited", fields...)
 	r.emit(Event{Type: EventExited, Exit: &exit, Time: r.proc.ExitedAt(), Usage: &u, Runtime: out.Runtime})
 
+	if r.denials != nil {
+		r.denials.Untrack()
+	}
 	r.sock.Close()
 	if r.grant != nil {
 		r.grant.Close()
@@ -192,6 +195,7 @@ func (r *Run) baseCertificate(t symptoms.Symptom, st runState, procs []procfs.Pr
 			CostUSD: es.CostUSD, LastTool: es.LastTool, LastHeartbeatAt: es.LastHeartbeat,
 			Heartbeats: int64(es.Heartbeats), PeakRSSBytes: r.sampler.peakRSS, Errors: int64(es.Errors), Errno: es.Errno},
 	}
+	c.Denials = r.certDenials()
 	if t.Check == symptoms.Manual {
 		c.TriggerType = certs.TriggerManual
 		op, reason := t.Operator, t.Reason

@@ -492,7 +492,7 @@ const idleSampling = 10
 // sampleInterval is how often the tree is measured. (A live edit that
 // adds a kernel check takes the faster rate at the agent's next start.)
 func sampleInterval(c config.Checks) time.Duration {
-	if c.Memory != nil || c.CPUSpin != nil || c.Procs != nil || c.FDs != nil {
+	if c.Memory != nil || c.CPUSpin != nil || c.Procs != nil || c.FDs != nil || c.Denials != nil {
 		return c.SampleInterval
 	}
 	return idleSampling * c.SampleInterval

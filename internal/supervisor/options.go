@@ -26,6 +26,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/denials"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
@@ -48,6 +49,11 @@ type Options struct {
 	// cost budgets and tool_loop use what it meters, and the ladder's
 	// first step revokes the grant.
 	Gateway *gateway.Gateway
+	// Denials opens (once, for the whole host) the reader of what the
+	// kernel's Landlock refused agents. A run whose files are confined
+	// (writable:) counts its denials when it opens; a run with
+	// checks.denials is not started when it does not. nil: none counted.
+	Denials func() (*denials.Reader, error)
 	// Pools are the budgets across runs the run's requests are held in
 	// at the gateway besides its own budget (the daemon's); ignored
 	// without Gateway.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/denials"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
 	"github.com/hermeskill/hermeskilld/internal/fault"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
@@ -49,8 +50,10 @@ type Run struct {
 	tree                 *procsup.Tree
 	treeReady            chan struct{}
 	cg                   *cgroup.Group
-	confinement          string  // the agent's Landlock domain and network (Status.Confinement)
-	net                  network // the agent's own network namespace (gateway-only)
+	confinement          string // the agent's Landlock domain and network (Status.Confinement)
+	denials              *denials.Counter
+	denialsTree          atomic.Pointer[procsup.Tree] // the tree, for the denials' reader to attribute pids
+	net                  network                      // the agent's own network namespace (gateway-only)
 	stdout               *stream
 	stderr               *stream
 	sampler              sampler
@@ -276,6 +279,9 @@ func (r *Run) start() error {
 		return err
 	}
 	r.confinement = describeConfinement(confine, r.net.ns != nil)
+	if err := r.trackDenials(a, confine); err != nil {
+		return err
+	}
 	proc, err := o.Runtime.Start(procsup.Spec{
 		Argv: a.Command, Env: env, Dir: a.Cwd,
 		Stdin: o.Stdin, Stdout: r.stdout.child, Stderr: r.stderr.child, Foreground: o.Foreground,
@@ -289,6 +295,7 @@ func (r *Run) start() error {
 	r.stderr.start()
 	r.tree = procsup.NewTree(o.Runtime, proc, procsup.TreeOptions{AgentID: a.ID, Cgroup: r.cg, Exclusive: o.Exclusive,
 		OnMember: r.guard.Member})
+	r.denialsTree.Store(r.tree)
 	r.guard.Spawned(proc.PID(), r.tree.MainStartTicks())
 	if r.cg == nil && r.guard != nil && o.Exclusive {
 		// supervise only: the daemon's many trees would keep its scanner

@@ -90,6 +90,10 @@ type Sample struct {
 	Procs      int     // processes plus threads
 	FDs        int     // open descriptors; only meaningful when HaveFDs
 	HaveFDs    bool
+	// Denials is what Landlock refused the agent so far; only
+	// meaningful when HaveDenials (the kernel's audit log is read).
+	Denials     int
+	HaveDenials bool
 }
 
 // Engine evaluates one agent's checks. It is not safe for concurrent use:
@@ -195,6 +199,8 @@ func (e *Engine) enabled(c Check) bool {
 		return e.cfg.ErrorStreak != nil
 	case Steps:
 		return e.cfg.Steps != nil
+	case Denials:
+		return e.cfg.Denials != nil
 	}
 	return true
 }

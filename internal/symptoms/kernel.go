@@ -28,7 +28,25 @@ func (e *Engine) ObserveSample(s Sample, now time.Time) []Symptom {
 	if c.CPUSpin != nil && c.CPUSpin.Percent > 0 {
 		out = append(out, e.cpu(s.CPUPercent, now)...)
 	}
+	if c.Denials != nil && s.HaveDenials {
+		out = append(out, e.denials(int64(s.Denials), now)...)
+	}
 	return out
+}
+
+// denials judges the count of Landlock's refusals: a count that only
+// grows, so no `for`.
+func (e *Engine) denials(n int64, now time.Time) []Symptom {
+	l := e.cfg.Denials
+	if l.Kill > 0 && n >= l.Kill {
+		return e.fire(Symptom{At: now, Check: Denials, Severity: Terminal, Observed: count(n), Threshold: count(l.Kill),
+			Message: fmt.Sprintf("%d accesses refused by its confinement (kill threshold %d)", n, l.Kill)})
+	}
+	if l.Warn > 0 && n >= l.Warn {
+		return e.warn(Symptom{At: now, Check: Denials, Severity: Warning, Observed: count(n), Threshold: count(l.Warn),
+			Message: fmt.Sprintf("%d accesses refused by its confinement (warning threshold %d)", n, l.Warn)})
+	}
+	return nil
 }
 
 func sizeFmt(v int64) string  { return config.FormatSize(v) }

@@ -40,6 +40,10 @@ const (
 	ToolLoop         Check = "tool_loop"
 	ErrorStreak      Check = "error_streak"
 	Steps            Check = "steps"
+	// Denials: what the kernel's Landlock refused the agent (a write
+	// outside its writable: paths, a signal out of its domain), read from
+	// the kernel's audit log (package denials).
+	Denials Check = "denials"
 	// Budget: a budget across runs (the daemon's budgets:) that this run's
 	// spend, with the other runs it matches, crossed. Decided by the
 	// daemon, outside the run (Engine.Exceeded).
