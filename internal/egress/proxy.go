@@ -117,6 +117,7 @@ type Proxy struct {
 type dest struct {
 	name              string
 	conns, refused    int64
+	failed            int64
 	reason            string
 	bytesOut, bytesIn atomic.Int64
 }
@@ -268,6 +269,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, dst, reason, fmt.Sprintf("egress to %s %s", dst, reason))
 		return
 	case err != nil:
+		p.failed(p.dest(dst))
 		text(w, http.StatusBadGateway, fmt.Sprintf("egress to %s failed: %v", dst, err))
 		return
 	}
@@ -397,9 +399,20 @@ func text(w http.ResponseWriter, status int, msg string) {
 func (p *Proxy) dest(name string) *dest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	d := p.destLocked(name)
+	return p.destLocked(name)
+}
+
+// passed counts a connection made to d; failed one that could not be.
+func (p *Proxy) passed(d *dest) {
+	p.mu.Lock()
 	d.conns++
-	return d
+	p.mu.Unlock()
+}
+
+func (p *Proxy) failed(d *dest) {
+	p.mu.Lock()
+	d.failed++
+	p.mu.Unlock()
 }
 
 func (p *Proxy) destLocked(name string) *dest {
@@ -469,6 +482,7 @@ func (p *Proxy) dial(ctx context.Context, addrs []netip.AddrPort) (net.Conn, err
 type Stats struct {
 	Allow    []string
 	Passed   int64 // tunnels and forwarded requests
+	Failed   int64 // allowed, but the destination could not be resolved or reached (502)
 	Refused  int64
 	OverCap  int64 // refused for want of a free tunnel (503)
 	BytesOut int64 // from the agent
@@ -483,6 +497,7 @@ type Stats struct {
 type Destination struct {
 	Destination string // host:port as the client asked
 	Passed      int64
+	Failed      int64
 	Refused     int64
 	Reason      string // the last refusal's
 	BytesOut    int64
@@ -495,9 +510,10 @@ func (p *Proxy) Stats() Stats {
 	defer p.mu.Unlock()
 	s := Stats{Allow: p.cfg.Allow.Entries(), OverCap: p.overCap, Cut: p.cut, Revoked: p.revoked.Load()}
 	for _, d := range p.dests {
-		x := Destination{Destination: d.name, Passed: d.conns, Refused: d.refused, Reason: d.reason,
+		x := Destination{Destination: d.name, Passed: d.conns, Failed: d.failed, Refused: d.refused, Reason: d.reason,
 			BytesOut: d.bytesOut.Load(), BytesIn: d.bytesIn.Load()}
 		s.Passed += x.Passed
+		s.Failed += x.Failed
 		s.Refused += x.Refused
 		s.BytesOut += x.BytesOut
 		s.BytesIn += x.BytesIn

@@ -22,6 +22,7 @@ import (
 func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, d *dest, addrs []netip.AddrPort) {
 	up, err := p.dial(r.Context(), addrs)
 	if err != nil {
+		p.failed(d)
 		text(w, http.StatusBadGateway, "egress to "+d.name+" failed: "+err.Error())
 		return
 	}
@@ -44,6 +45,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, d *dest, addrs []
 	defer p.end(client, up)
 	defer client.Close()
 	defer up.Close()
+	p.passed(d)
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
@@ -128,8 +130,10 @@ func (p *Proxy) dialForward(ctx context.Context, _, _ string) (net.Conn, error) 
 	}
 	c, err := p.dial(ctx, f.addrs)
 	if err != nil {
+		p.failed(f.d)
 		return nil, err
 	}
+	p.passed(f.d)
 	mc := &meteredConn{Conn: c, p: p, d: f.d}
 	p.mu.Lock()
 	revoked := p.revoked.Load()

@@ -49,8 +49,9 @@ type Run struct {
 	tree                 *procsup.Tree
 	treeReady            chan struct{}
 	cg                   *cgroup.Group
-	confinement          string  // the agent's Landlock domain and network (Status.Confinement)
-	net                  network // the agent's own network namespace (gateway-only)
+	confinement          string       // the agent's Landlock domain and network (Status.Confinement)
+	net                  network      // the agent's own network namespace (gateway-only, allowlist)
+	egressQ              *egressQueue // what the egress proxy did (allowlist); nil without
 	stdout               *stream
 	stderr               *stream
 	sampler              sampler
@@ -125,6 +126,7 @@ func Start(o Options) (*Run, error) {
 		StreamSocket: r.sock.StreamPath()}
 	r.loop = newLoop(log, a, engine, r, base, r.sock.C(), r.proc.Done())
 	r.loop.metered, r.loop.meters, r.loop.faults = metered, r.meters, r.faults
+	r.loop.egressQ = r.egressQ
 	r.loop.blind.after = o.blindAfter
 	r.emit(Event{Type: EventStarted})
 	go func() {
@@ -276,6 +278,9 @@ func (r *Run) start() error {
 		return err
 	}
 	r.confinement = describeConfinement(confine, r.net.ns != nil)
+	if r.net.proxy != nil {
+		env = proxyEnv(env, r.net.proxyURL)
+	}
 	proc, err := o.Runtime.Start(procsup.Spec{
 		Argv: a.Command, Env: env, Dir: a.Cwd,
 		Stdin: o.Stdin, Stdout: r.stdout.child, Stderr: r.stderr.child, Foreground: o.Foreground,
@@ -305,6 +310,9 @@ func (r *Run) start() error {
 		r.grant.SetMembers(func() []int { pids, _ := tree.PIDs(); return pids })
 	}
 	r.journalBegin(runState{agent: a})
+	if r.net.proxy != nil {
+		r.log.Info("egress proxy serving the agent's namespace", zap.String("proxy", r.net.proxyURL), zap.Strings("allow", a.Allow))
+	}
 	r.log.Info("agent started", zap.Int("pid", proc.PID()), zap.Strings("command", a.Command),
 		zap.String("containment", r.tree.Mode()), zap.String("confinement", r.confinement), zap.String("socket", sockPath), zap.String("stream_socket", streamPath))
 	return nil
