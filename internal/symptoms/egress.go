@@ -5,6 +5,7 @@ package symptoms
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hermeskill/hermeskilld/internal/config"
@@ -129,6 +130,10 @@ func (e *Engine) egressRefusalSymptom(c *config.Egress, sev Severity, n, limit i
 // limit of 1GiB".
 func (e *Engine) egressBytesSymptom(c *config.Egress, sev Severity, n, limit int64, now time.Time) Symptom {
 	observed, threshold := config.FormatSize(n), config.FormatSize(limit)
+	if observed == threshold {
+		// Rounded alike: the bytes say which is more.
+		observed, threshold = count(n)+" bytes", count(limit)+" bytes"
+	}
 	in := ""
 	if c.Per > 0 {
 		w := config.FormatDuration(c.Per)
@@ -137,7 +142,7 @@ func (e *Engine) egressBytesSymptom(c *config.Egress, sev Severity, n, limit int
 		in = " in the last " + w
 	}
 	return Symptom{At: now, Check: Egress, Severity: sev, Observed: observed, Threshold: threshold,
-		Message: fmt.Sprintf("the egress proxy passed %s%s, over the %s of %s", config.FormatSize(n), in, limitWord(sev), threshold)}
+		Message: fmt.Sprintf("the egress proxy passed %s%s, over the %s of %s", strings.TrimSuffix(observed, " in "+config.FormatDuration(c.Per)), in, limitWord(sev), threshold)}
 }
 
 func limitWord(sev Severity) string {
