@@ -5,11 +5,13 @@ package egress
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -341,4 +343,80 @@ func TestIdleTunnelClosed(t *testing.T) {
 	_, err := br.ReadByte()
 	require.Error(t, err)
 	require.Less(t, time.Since(began), 5*time.Second)
+}
+
+// One address of a listed name's answer in a special range refuses the
+// name, though another is listed: the check is of every address.
+func TestEveryResolvedAddressChecked(t *testing.T) {
+	echo := echoServer(t)
+	_, port, _ := net.SplitHostPort(echo)
+	resolve := func(_ context.Context, host string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::ffff:10.0.0.1")}, nil
+	}
+	_, addr, _ := startProxy(t, Config{Resolve: resolve}, "twice.example:"+port, echo)
+	_, _, resp := connect(t, addr, "twice.example:"+port)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Equal(t, "egress to twice.example:"+port+" is refused: twice.example resolves to 10.0.0.1, a private address (10.0.0.0/8), which the allowlist does not list\n", body(t, resp))
+}
+
+// A listed destination that does not answer is a 502, counted as failed,
+// not passed.
+func TestUnreachableDestination(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	p, addr, obs := startProxy(t, Config{}, dead)
+	_, _, resp := connect(t, addr, dead)
+	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	require.Contains(t, body(t, resp), "egress to "+dead+" failed: dial tcp "+dead+": connect: connection refused")
+	s := p.Stats()
+	require.Equal(t, []Destination{{Destination: dead, Failed: 1}}, s.Destinations)
+	n, _, _ := obs.figures()
+	require.Zero(t, n, "a failure is no refusal")
+}
+
+// Revoke cuts a plain request whose answer is streaming, and refuses the
+// next one 403.
+func TestRevokeCutsPlainRequests(t *testing.T) {
+	flowing := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		close(flowing)
+		chunk := []byte(strings.Repeat("p", 1024))
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer up.Close()
+	p, addr, _ := startProxy(t, Config{}, up.Listener.Addr().String())
+	pu, _ := url.Parse("http://" + addr)
+	cl := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu)}}
+	defer cl.CloseIdleConnections()
+	resp, err := cl.Get(up.URL + "/stream")
+	require.NoError(t, err)
+	<-flowing
+	_, err = io.ReadFull(resp.Body, make([]byte, 16<<10))
+	require.NoError(t, err)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		ended <- err
+	}()
+	require.Equal(t, 1, p.Revoke())
+	select {
+	case err := <-ended:
+		require.Error(t, err, "the answer was cut, not ended")
+	case <-time.After(time.Second):
+		t.Fatal("the answer still flows 1s after the revocation")
+	}
+	resp.Body.Close()
+	resp, err = cl.Get(up.URL + "/again")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 }
