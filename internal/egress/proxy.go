@@ -153,7 +153,9 @@ func New(cfg Config) *Proxy {
 					pr.Out.Header.Del(k)
 				}
 			}
-			pr.Out.Host = pr.In.Host
+			// The URI's authority, whatever Host said (RFC 9112 §3.2.2):
+			// it is the one that was checked.
+			pr.Out.Host = pr.In.URL.Host
 		},
 		Transport: &http.Transport{
 			Proxy: nil, DialContext: p.dialForward, DisableKeepAlives: true,

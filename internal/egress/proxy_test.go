@@ -420,3 +420,21 @@ func TestRevokeCutsPlainRequests(t *testing.T) {
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 }
+
+// A plain request goes where its URI says, and carries that as its Host,
+// whatever its Host header claimed.
+func TestPlainHostIsTheURIs(t *testing.T) {
+	var host string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { host = r.Host }))
+	defer up.Close()
+	_, addr, _ := startProxy(t, Config{}, up.Listener.Addr().String())
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = fmt.Fprintf(c, "GET %s/ HTTP/1.1\r\nHost: evil.example\r\n\r\n", up.URL)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, up.Listener.Addr().String(), host)
+}
