@@ -115,6 +115,10 @@ type Egress struct {
 	// Revoked says it happened (the shutdown log has when).
 	TunnelsCut int  `json:"tunnels_cut"`
 	Revoked    bool `json:"revoked"`
+	// LastByteAt is when the proxy last passed a byte, either way (null:
+	// never): after a kill, how long after the decision anything got
+	// through.
+	LastByteAt time.Time `json:"last_byte_at"`
 	// Destinations are the top destinations by bytes, then refusals, as
 	// the client asked for them (host:port); DestinationsOmitted counts
 	// the others.

@@ -121,7 +121,8 @@
 //     (403: not listed, a listed name resolving to a private range, or
 //     after the revocation), over_cap (503: the tunnels at their bound),
 //     bytes_out and bytes_in (from and to the agent), tunnels_cut (closed
-//     by the revocation), revoked, and destinations: the top 20 by bytes,
+//     by the revocation), revoked, last_byte_at (when a byte last passed
+//     either way; null: none), and destinations: the top 20 by bytes,
 //     then refusals (each with destination as the client asked for it,
 //     host:port, passed, failed, refused, refused_reason of the last
 //     refusal, bytes_out, bytes_in); destinations_omitted counts the rest.

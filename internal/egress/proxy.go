@@ -111,6 +111,9 @@ type Proxy struct {
 	cut     int
 	overCap int64
 	ln      net.Listener
+	// lastMoved is when the write of the last bytes passed either way
+	// began, Unix nanoseconds.
+	lastMoved atomic.Int64
 }
 
 // dest is one destination's meters.
@@ -458,11 +461,15 @@ func (p *Proxy) end(socks ...io.Closer) {
 	p.flows--
 }
 
-func (p *Proxy) moved(d *dest, out, in int64) {
+// moved counts bytes passed; at is when their write began (a write the
+// revocation ended is not counted: it failed).
+func (p *Proxy) moved(d *dest, out, in int64, at time.Time) {
+	now := at
 	d.bytesOut.Add(out)
 	d.bytesIn.Add(in)
+	p.lastMoved.Store(now.UnixNano())
 	if o := p.cfg.Observer; o != nil {
-		o.Moved(out, in, time.Now())
+		o.Moved(out, in, now)
 	}
 }
 
@@ -491,6 +498,9 @@ type Stats struct {
 	BytesIn  int64 // to the agent
 	Cut      int   // closed by the revocation
 	Revoked  bool
+	// LastByteAt is when the write of the last bytes passed, either
+	// way, began (zero: none).
+	LastByteAt time.Time
 	// Destinations are by bytes (both ways), then refusals, then name.
 	Destinations []Destination
 }
@@ -511,6 +521,9 @@ func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := Stats{Allow: p.cfg.Allow.Entries(), OverCap: p.overCap, Cut: p.cut, Revoked: p.revoked.Load()}
+	if ns := p.lastMoved.Load(); ns != 0 {
+		s.LastByteAt = time.Unix(0, ns)
+	}
 	for _, d := range p.dests {
 		x := Destination{Destination: d.name, Passed: d.conns, Failed: d.failed, Refused: d.refused, Reason: d.reason,
 			BytesOut: d.bytesOut.Load(), BytesIn: d.bytesIn.Load()}

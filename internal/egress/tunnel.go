@@ -55,18 +55,19 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, d *dest, addrs []
 	// in brw's buffer already.
 	if n := brw.Reader.Buffered(); n > 0 {
 		b, _ := brw.Reader.Peek(n)
+		at := time.Now()
 		if _, err := up.Write(b); err != nil {
 			return
 		}
-		p.moved(d, int64(n), 0)
+		p.moved(d, int64(n), 0, at)
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t.pipe(up, client, func(n int) { p.moved(d, int64(n), 0) })
+		t.pipe(up, client, func(n int, at time.Time) { p.moved(d, int64(n), 0, at) })
 	}()
-	t.pipe(client, up, func(n int) { p.moved(d, 0, int64(n)) })
+	t.pipe(client, up, func(n int, at time.Time) { p.moved(d, 0, int64(n), at) })
 	wg.Wait()
 }
 
@@ -82,18 +83,19 @@ func (s *splice) touch() { s.last.Store(time.Now().UnixNano()) }
 // pipe copies src to dst until src ends, then half-closes dst (the other
 // direction may go on); an error either way, or idle with no byte in
 // either direction, closes both.
-func (s *splice) pipe(dst, src net.Conn, count func(int)) {
+func (s *splice) pipe(dst, src net.Conn, count func(n int, at time.Time)) {
 	buf := make([]byte, bufSize)
 	for {
 		_ = src.SetReadDeadline(time.Now().Add(s.idle))
 		n, err := src.Read(buf)
 		if n > 0 {
 			s.touch()
-			_ = dst.SetWriteDeadline(time.Now().Add(s.idle))
+			at := time.Now()
+			_ = dst.SetWriteDeadline(at.Add(s.idle))
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				break
 			}
-			count(n)
+			count(n, at)
 		}
 		if err == nil {
 			continue
@@ -159,15 +161,16 @@ type meteredConn struct {
 func (c *meteredConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
-		c.p.moved(c.d, 0, int64(n))
+		c.p.moved(c.d, 0, int64(n), time.Now())
 	}
 	return n, err
 }
 
 func (c *meteredConn) Write(b []byte) (int, error) {
+	at := time.Now()
 	n, err := c.Conn.Write(b)
 	if n > 0 {
-		c.p.moved(c.d, int64(n), 0)
+		c.p.moved(c.d, int64(n), 0, at)
 	}
 	return n, err
 }

@@ -161,7 +161,7 @@ const certTopDestinations = 20
 // top destinations by bytes, then by refusals.
 func certEgress(s egress.Stats) *certs.Egress {
 	e := &certs.Egress{Allow: s.Allow, Passed: s.Passed, Failed: s.Failed, Refused: s.Refused, OverCap: s.OverCap,
-		BytesOut: s.BytesOut, BytesIn: s.BytesIn, TunnelsCut: s.Cut, Revoked: s.Revoked,
+		BytesOut: s.BytesOut, BytesIn: s.BytesIn, TunnelsCut: s.Cut, Revoked: s.Revoked, LastByteAt: s.LastByteAt,
 		Destinations: []certs.EgressDestination{}}
 	for i, d := range s.Destinations {
 		if i == certTopDestinations {
