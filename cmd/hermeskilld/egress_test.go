@@ -330,7 +330,7 @@ func TestEgressCutAtKill(t *testing.T) {
 	require.NoError(t, err)
 	last := time.Unix(0, lastNS)
 	proxyLast := c.Egress.LastByteAt
-	revokedAfter := rev.At.Add(time.Duration(rev.DurationMS*float64(time.Millisecond))).Sub(c.TriggeredAt)
+	revokedAfter := rev.At.Add(time.Duration(rev.DurationMS * float64(time.Millisecond))).Sub(c.TriggeredAt)
 	t.Logf("decision %s; revocation done %s after it; the proxy's last byte %s after the decision; the agent's last read %s after it "+
 		"(what its socket held already), ended by %s; the proxy passed %d bytes to it, it read %d",
 		c.TriggeredAt.Format(time.RFC3339Nano), revokedAfter, proxyLast.Sub(c.TriggeredAt), last.Sub(c.TriggeredAt), f[2], c.Egress.BytesIn, got)
