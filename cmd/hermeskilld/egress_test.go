@@ -217,15 +217,16 @@ while True:
 
 // The egress check kills an agent that the proxy refused more than
 // --max-egress-refusals times; the certificate says why, with the
-// figures of each destination, and the revocation comes first in the
-// shutdown log. The first refusal of each destination is an audit line.
+// figures of each destination, and the revocation of the proxy and the
+// gateway's handle comes first in the shutdown log. The first refusal of each destination is an audit line.
 func TestEgressRefusalsKill(t *testing.T) {
 	needNetns(t)
 	dir := t.TempDir()
 	py := writeTestFile(t, dir, "agent.py", egressRefuser)
 	audit := filepath.Join(dir, "audit.jsonl")
 	certsDir := filepath.Join(dir, "certs")
-	r := hkRun(t, []string{"XDG_RUNTIME_DIR=" + dir}, "supervise", "--heartbeat-timeout", "0s",
+	upstream, _ := usageUpstream(t)
+	r := hkRun(t, []string{"XDG_RUNTIME_DIR=" + dir}, "supervise", "--heartbeat-timeout", "0s", "--llm-upstream", "openai="+upstream,
 		"--allow", "api.example.org:443", "--max-egress-refusals", "5", "--audit-log", audit,
 		"--certs-dir", certsDir, "--", python(t), py)
 	require.NotEqual(t, 0, r.code, r.stderr)
@@ -248,8 +249,9 @@ func TestEgressRefusalsKill(t *testing.T) {
 	assert.Equal(t, e.Refused, sum)
 	first := c.ShutdownLog[0]
 	require.Equal(t, "capabilities_revoked", first.Step)
-	assert.Equal(t, []any{"egress"}, first.Detail["capabilities"])
+	assert.Equal(t, []any{"egress", "llm"}, first.Detail["capabilities"], "the egress proxy and the gateway's handle")
 	assert.Equal(t, float64(0), first.Detail["egress_tunnels_cut"])
+	assert.Equal(t, float64(0), first.Detail["llm_requests_cut"])
 	refused := auditRecords(t, audit, "egress_refused")
 	require.Len(t, refused, 3, "one line for the first refusal of each destination")
 	assert.Equal(t, "is not in this agent's allowlist", refused[0]["reason"])
