@@ -110,7 +110,6 @@ type Proxy struct {
 	dests   map[string]*dest
 	cut     int
 	overCap int64
-	ln      net.Listener
 	// lastMoved is when the write of the last bytes passed either way
 	// began, Unix nanoseconds.
 	lastMoved atomic.Int64
@@ -183,9 +182,6 @@ func (p *Proxy) Serve(ln net.Listener) {
 		Refusal: func(bool) []byte {
 			return connlimit.HTTPRefusal(http.StatusServiceUnavailable, []byte(`{"error":"egress proxy: too many connections"}`))
 		}})
-	p.mu.Lock()
-	p.ln = bounded
-	p.mu.Unlock()
 	go func() {
 		if err := p.srv.Serve(bounded); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			p.cfg.Log.Debug("egress proxy: the listener ended", zap.Error(err))

@@ -135,7 +135,8 @@ func (q *egressQueue) readyC() <-chan struct{} {
 // destinations; the counts are in the certificate.
 const maxRefusalEvents = 64
 
-// egress applies what the proxy did to the engine.
+// egressEvents applies what the proxy did to the engine: each refusal
+// (the first of each destination an event too), then the bytes.
 func (l *loop) egressEvents() {
 	refusals, moved, at := l.egressQ.take()
 	for _, rf := range refusals {
