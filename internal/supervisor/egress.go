@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/egress"
@@ -146,6 +148,7 @@ func (l *loop) egressEvents() {
 			}
 			l.refusedSeen[rf.Destination] = true
 			r := rf
+			l.log.Info("egress refused", zap.String("destination", rf.Destination), zap.String("reason", rf.Reason))
 			l.eff.emit(Event{Type: EventEgressRefused, Egress: &r, Time: rf.At})
 		}
 		l.handle(l.engine.EgressRefused(rf.Destination, rf.Reason, l.at(rf.At)))
