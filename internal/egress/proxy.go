@@ -458,7 +458,7 @@ func (p *Proxy) end(socks ...io.Closer) {
 }
 
 // moved counts bytes passed; at is when their write began (a write the
-// revocation ended is not counted: it failed).
+// revocation ended counts what it wrote before it failed).
 func (p *Proxy) moved(d *dest, out, in int64, at time.Time) {
 	now := at
 	d.bytesOut.Add(out)

@@ -92,10 +92,13 @@ func (s *splice) pipe(dst, src net.Conn, count func(n int, at time.Time)) {
 			s.touch()
 			at := time.Now()
 			_ = dst.SetWriteDeadline(at.Add(s.idle))
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			w, werr := dst.Write(buf[:n])
+			if w > 0 {
+				count(w, at) // what went, even of a write the revocation ended
+			}
+			if werr != nil {
 				break
 			}
-			count(n, at)
 		}
 		if err == nil {
 			continue
