@@ -44,6 +44,7 @@ type superviseFlags struct {
 	applyAgentFlags func(a *config.Agent) error
 
 	llmUpstreams, llmKeyFiles []string
+	allow                     []string
 	llmPrices                 string
 
 	cp cpFlags
@@ -112,6 +113,7 @@ for what is still queued, and counts what it could not export.`,
 	fl.StringVar(&f.id, "id", "", "agent id (default: derived from COMMAND)")
 	fl.StringVar(&f.configFile, "config", "", "agent file (YAML, the daemon's agent schema)")
 	f.applyAgentFlags = addAgentFlags(fl)
+	fl.StringArrayVar(&f.allow, "allow", nil, "HOST:PORT the agent may reach through its egress proxy, such as api.github.com:443 or '*.pypi.org:443' (repeatable; implies --network allowlist; replaces the file's allow)")
 	fl.StringArrayVar(&f.llmUpstreams, "llm-upstream", nil, "carry the agent's LLM traffic through hermeskilld to NAME=URL[,style=openai|anthropic] (repeatable; see docs/gateway.md)")
 	fl.StringArrayVar(&f.llmKeyFiles, "llm-key-file", nil, "NAME=PATH: the provider key of upstream NAME, read by hermeskilld, never given to the agent (repeatable)")
 	fl.StringVar(&f.llmPrices, "llm-prices", "", "price file: USD per million tokens by model, for the cost check on metered spend")
@@ -413,6 +415,12 @@ func (f *superviseFlags) agent(fl *pflag.FlagSet, args []string) (*config.Agent,
 	}
 	if err := f.applyGatewayFlags(&a.Gateway); err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
+	}
+	if len(f.allow) > 0 {
+		a.Allow = f.allow
+		if !fl.Changed("network") {
+			a.Network = config.NetworkAllowlist
+		}
 	}
 	if err := f.cp.apply(a); err != nil {
 		return nil, &exitError{code: exitUsage, err: err}

@@ -101,7 +101,10 @@ type Certificate struct {
 	// Children are the runs started inside this one whose LLM traffic
 	// went through its gateway, each with what it (and its own children)
 	// spent: all of it is in Metered too.
-	Children    []ChildRun   `json:"children,omitempty"`
+	Children []ChildRun `json:"children,omitempty"`
+	// Egress is what the agent's egress proxy passed and refused
+	// (network: allowlist); absent otherwise.
+	Egress      *Egress      `json:"egress,omitempty"`
 	AuditAnchor *AuditAnchor `json:"audit_anchor,omitempty"`
 	// InternalError is set when hermeskilld's own code serving the run
 	// panicked (check internal_error).
@@ -112,6 +115,43 @@ type Certificate struct {
 	// its timeout (or a kill while paused) ended it.
 	Pauses    []Pause    `json:"pauses,omitempty"`
 	Signature *Signature `json:"signature,omitempty"`
+}
+
+// Egress is what the egress proxy of a network: allowlist agent did: its
+// allowlist, the tunnels and requests it passed and refused, the bytes
+// both ways, and its top destinations.
+type Egress struct {
+	Allow    []string `json:"allow"`
+	Passed   int64    `json:"passed"`    // CONNECT tunnels and plain requests
+	Failed   int64    `json:"failed"`    // 502: allowed, but not resolved or not reached
+	Refused  int64    `json:"refused"`   // 403: not listed, a private address, after the revocation
+	OverCap  int64    `json:"over_cap"`  // 503: the tunnels at their bound
+	BytesOut int64    `json:"bytes_out"` // from the agent
+	BytesIn  int64    `json:"bytes_in"`  // to the agent
+	// TunnelsCut counts the tunnels and requests the revocation closed;
+	// Revoked says it happened (the shutdown log has when).
+	TunnelsCut int  `json:"tunnels_cut"`
+	Revoked    bool `json:"revoked"`
+	// LastByteAt is when the proxy last passed a byte, either way (null:
+	// never): after a kill, how long after the decision anything got
+	// through.
+	LastByteAt time.Time `json:"last_byte_at"`
+	// Destinations are the top destinations by bytes, then refusals, as
+	// the client asked for them (host:port); DestinationsOmitted counts
+	// the others.
+	Destinations        []EgressDestination `json:"destinations"`
+	DestinationsOmitted int                 `json:"destinations_omitted,omitempty"`
+}
+
+// EgressDestination is one destination's figures.
+type EgressDestination struct {
+	Destination   string `json:"destination"`
+	Passed        int64  `json:"passed"`
+	Failed        int64  `json:"failed"`
+	Refused       int64  `json:"refused"`
+	RefusedReason string `json:"refused_reason,omitempty"` // the last refusal's
+	BytesOut      int64  `json:"bytes_out"`
+	BytesIn       int64  `json:"bytes_in"`
 }
 
 // ChildRun is what a run started inside another spent through the

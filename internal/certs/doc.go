@@ -122,6 +122,17 @@
 //     last_request_at and revoked_at (null when not revoked). The tokens and
 //     cost checks used these figures; final_state keeps what the agent
 //     reported about itself.
+//   - egress: present for a network: allowlist agent — what its egress
+//     proxy did: allow (its allowlist), passed (tunnels and plain requests
+//     made), failed (allowed but not resolved or reached: 502), refused
+//     (403: not listed, a listed name resolving to a private range, or
+//     after the revocation), over_cap (503: the tunnels at their bound),
+//     bytes_out and bytes_in (from and to the agent), tunnels_cut (closed
+//     by the revocation), revoked, last_byte_at (when a byte last passed
+//     either way; null: none), and destinations: the top 20 by bytes,
+//     then refusals (each with destination as the client asked for it,
+//     host:port, passed, failed, refused, refused_reason of the last
+//     refusal, bytes_out, bytes_in); destinations_omitted counts the rest.
 //   - audit_anchor: the head of the audit log when the certificate was
 //     made — seq (of the log's last line) and sha256 (of that line, as the
 //     next line's prev_sha256 carries it); omitted when there is no audit

@@ -39,6 +39,7 @@ func Render(w io.Writer, c *Certificate) error {
 	r.pauses()
 	r.shutdown()
 	r.finalState()
+	r.egress()
 	r.processTree()
 	r.survivors()
 	r.output("stderr", c.LastOutput, func(o *LastOutput) string { return o.Stderr })
@@ -280,6 +281,53 @@ func (r *renderer) finalState() {
 		}
 		fmt.Fprintf(tw, "  errors\t%s\n", errs)
 	})
+}
+
+// egress is the egress proxy's figures (network: allowlist), with its
+// top destinations.
+func (r *renderer) egress() {
+	e := r.c.Egress
+	if e == nil {
+		return
+	}
+	allow := make([]string, len(e.Allow))
+	for i, a := range e.Allow {
+		allow[i] = display.Clean(a)
+	}
+	r.printf("\negress: allow %s\n", display.OrDash(strings.Join(allow, ", ")))
+	r.table(0, func(tw io.Writer) {
+		fmt.Fprintf(tw, "  passed\t%d (%d failed, %d over the tunnel bound)\n", e.Passed, e.Failed, e.OverCap)
+		fmt.Fprintf(tw, "  refused\t%d\n", e.Refused)
+		fmt.Fprintf(tw, "  bytes\t%s out, %s in\n", bytesText(e.BytesOut), bytesText(e.BytesIn))
+		last := "none"
+		if !e.LastByteAt.IsZero() {
+			last = stamp(e.LastByteAt)
+			if !r.c.TriggeredAt.IsZero() {
+				if d := e.LastByteAt.Sub(r.c.TriggeredAt); d >= 0 {
+					last += " (" + dur(d) + " after the trigger)"
+				} else {
+					last += " (" + dur(-d) + " before the trigger)"
+				}
+			}
+		}
+		fmt.Fprintf(tw, "  last byte\t%s\n", last)
+		if e.Revoked {
+			fmt.Fprintf(tw, "  revoked\t%d tunnels cut\n", e.TunnelsCut)
+		}
+	})
+	if len(e.Destinations) == 0 {
+		return
+	}
+	r.table(0, func(tw io.Writer) {
+		fmt.Fprintf(tw, "  DESTINATION\tPASSED\tFAILED\tREFUSED\tOUT\tIN\tREFUSED FOR\n")
+		for _, d := range e.Destinations {
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\t%s\t%s\n", display.Clean(d.Destination), d.Passed, d.Failed, d.Refused,
+				bytesText(d.BytesOut), bytesText(d.BytesIn), display.OrDash(display.Clean(d.RefusedReason)))
+		}
+	})
+	if e.DestinationsOmitted > 0 {
+		r.printf("  (%d more destinations)\n", e.DestinationsOmitted)
+	}
 }
 
 func (r *renderer) processTree() {

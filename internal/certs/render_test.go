@@ -146,3 +146,31 @@ func TestRenderPauses(t *testing.T) {
 		Ended: PauseTimeout, DurationMS: 3600000}}
 	assert.Regexp(t, `(?m)^  \S+\s+cost\s+sigstop\s+1\s+1h0m0s\s+timeout\s+-$`, render(t, killed))
 }
+
+// A network: allowlist run's certificate shows what its egress proxy did,
+// each destination on a row; a string of the agent's is escaped.
+func TestRenderEgress(t *testing.T) {
+	c := fullCert()
+	c.Egress = &Egress{Allow: []string{"api.github.com:443", "*.pypi.org:443"}, Passed: 3, Refused: 21, BytesOut: 2048, BytesIn: 3 << 20,
+		Revoked: true, TunnelsCut: 1, LastByteAt: c.TriggeredAt.Add(150 * time.Microsecond),
+		Destinations: []EgressDestination{
+			{Destination: "api.github.com:443", Passed: 3, BytesOut: 2048, BytesIn: 3 << 20},
+			{Destination: "evil\x1b[2J.example:443", Refused: 21, RefusedReason: "is not in this agent's allowlist"},
+		}, DestinationsOmitted: 4}
+	out := render(t, c)
+	for _, want := range []string{
+		"egress: allow api.github.com:443, *.pypi.org:443",
+		"passed     3 (0 failed, 0 over the tunnel bound)",
+		"refused    21",
+		"bytes      2.0 KiB out, 3.0 MiB in",
+		"(0s after the trigger)",
+		"revoked    1 tunnels cut",
+		"api.github.com:443",
+		"is not in this agent's allowlist",
+		"(4 more destinations)",
+	} {
+		assert.Contains(t, out, want)
+	}
+	assert.NotContains(t, out, "\x1b[2J")
+	assert.NotContains(t, render(t, fullCert()), "egress:", "nothing without a proxy")
+}

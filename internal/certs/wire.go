@@ -26,6 +26,7 @@ import (
 var (
 	certificateWire = wireOf[Certificate]()
 	meteredWire     = wireOf[Metered]()
+	egressWire      = wireOf[Egress]()
 	symptomWire     = wireOf[Symptom]()
 	stepWire        = wireOf[Step]()
 	finalStateWire  = wireOf[FinalState]()
@@ -43,6 +44,13 @@ func (m Metered) MarshalJSON() ([]byte, error) { return meteredWire.marshal(&m) 
 
 // UnmarshalJSON is the inverse of MarshalJSON.
 func (m *Metered) UnmarshalJSON(b []byte) error { return meteredWire.unmarshal(b, m) }
+
+// MarshalJSON writes LastByteAt as RFC 3339 UTC (null when zero), and
+// empty lists as [].
+func (e Egress) MarshalJSON() ([]byte, error) { return egressWire.marshal(&e) }
+
+// UnmarshalJSON is the inverse of MarshalJSON.
+func (e *Egress) UnmarshalJSON(b []byte) error { return egressWire.unmarshal(b, e) }
 
 // MarshalJSON writes At as RFC 3339 UTC (null when zero).
 func (s Symptom) MarshalJSON() ([]byte, error) { return symptomWire.marshal(&s) }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermeskill/hermeskilld/internal/egress"
 	"github.com/hermeskill/hermeskilld/internal/labels"
 )
 
@@ -34,6 +35,7 @@ type Network string
 const (
 	NetworkHost        Network = "host"         // the host's: everything the agent's user may reach
 	NetworkGatewayOnly Network = "gateway-only" // its own namespace, only loopback: the gateway and the heartbeat sockets
+	NetworkAllowlist   Network = "allowlist"    // as gateway-only, plus an egress proxy to the destinations of allow
 )
 
 // AfterKill says what the daemon does with an agent it killed (yaml: after_kill).
@@ -89,16 +91,19 @@ const (
 // the file does not say. The tags are the schema (see schema.go); the
 // docs/configuration.md describes each key.
 type Agent struct {
-	ID        string            `yaml:"id" config:"nonempty,perfile"`
-	Labels    map[string]string `yaml:"labels"`                        // free-form metadata: selected by ps --selector, shown by status
-	Command   []string          `yaml:"command" config:"perfile"`      // argv, never run through a shell
-	User      string            `yaml:"user" config:"id"`              // name or numeric uid to run as; "" = hermeskilld's own user
-	Cwd       string            `yaml:"cwd" config:"nonempty,perfile"` // absolute working directory; "" = hermeskilld's own
-	Env       map[string]string `yaml:"env"`                           // added to (and overriding) hermeskilld's environment
-	Writable  []string          `yaml:"writable" config:"perfile"`     // absolute paths: the only ones the agent may write beneath (Landlock); nil = anywhere
-	Network   Network           `yaml:"network" config:"oneof=host|gateway-only,perfile"`
-	Mode      Mode              `yaml:"mode" config:"oneof=enforce|shadow"`
-	AfterKill AfterKill         `yaml:"after_kill" config:"oneof=quarantine|restart"`
+	ID       string            `yaml:"id" config:"nonempty,perfile"`
+	Labels   map[string]string `yaml:"labels"`                        // free-form metadata: selected by ps --selector, shown by status
+	Command  []string          `yaml:"command" config:"perfile"`      // argv, never run through a shell
+	User     string            `yaml:"user" config:"id"`              // name or numeric uid to run as; "" = hermeskilld's own user
+	Cwd      string            `yaml:"cwd" config:"nonempty,perfile"` // absolute working directory; "" = hermeskilld's own
+	Env      map[string]string `yaml:"env"`                           // added to (and overriding) hermeskilld's environment
+	Writable []string          `yaml:"writable" config:"perfile"`     // absolute paths: the only ones the agent may write beneath (Landlock); nil = anywhere
+	Network  Network           `yaml:"network" config:"oneof=host|gateway-only|allowlist,perfile"`
+	// Allow is network: allowlist's destinations, HOST:PORT each
+	// (egress.Parse): the only ones its egress proxy passes.
+	Allow     []string  `yaml:"allow" config:"perfile"`
+	Mode      Mode      `yaml:"mode" config:"oneof=enforce|shadow"`
+	AfterKill AfterKill `yaml:"after_kill" config:"oneof=quarantine|restart"`
 	// OnBudget and PauseTimeout: a money check's kill threshold pauses the
 	// run instead (pause), for at most PauseTimeout before the kill.
 	OnBudget     OnBudget      `yaml:"on_budget" config:"oneof=kill|pause"`
@@ -315,6 +320,17 @@ func (a *Agent) problems(requireIDAndCommand bool) []problem {
 	for i, p := range a.Writable {
 		if !filepath.IsAbs(p) {
 			add("writable", fmt.Sprintf("writable[%d]", i), "%q must be an absolute path", p)
+		}
+	}
+	switch {
+	case a.Network == NetworkAllowlist && len(a.Allow) == 0:
+		ps = append(ps, problem{key: "allow", at: "network", kind: ErrMissing, msg: "required with network: allowlist: the destinations the agent may reach, such as [api.github.com:443, \"*.pypi.org:443\"]"})
+	case a.Network != NetworkAllowlist && len(a.Allow) > 0:
+		ps = append(ps, problem{key: "allow", kind: ErrConflict, msg: fmt.Sprintf("is only for network: allowlist (network is %s)", a.Network)})
+	}
+	for i, e := range a.Allow {
+		if err := egress.ParseEntry(e); err != nil {
+			add("allow", fmt.Sprintf("allow[%d]", i), "%v", err)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.Env)) {

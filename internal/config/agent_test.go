@@ -123,8 +123,8 @@ func TestLoadAgentOKFixtures(t *testing.T) {
 // only) error must be exact, file and line included.
 func TestLoadAgentBadFixtures(t *testing.T) {
 	for file, want := range map[string]string{
-		"bad-unknown-key.yaml":        `:4: unknown key "chekcs" (known: id, labels, command, user, cwd, env, writable, network, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane); did you mean "checks"?`,
-		"bad-unknown-nested-key.yaml": `:5: checks: unknown key "memroy" (known: startup_timeout, heartbeat_timeout, heartbeat_timeout_min, heartbeat_timeout_max, progress_timeout, max_runtime, max_extension, sample_interval, memory, cpu_spin, procs, fds, tokens, cost, tool_loop, error_streak, steps, denials, cost_rate, requests_rate, tokens_rate); did you mean "memory"?`,
+		"bad-unknown-key.yaml":        `:4: unknown key "chekcs" (known: id, labels, command, user, cwd, env, writable, network, allow, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane); did you mean "checks"?`,
+		"bad-unknown-nested-key.yaml": `:5: checks: unknown key "memroy" (known: startup_timeout, heartbeat_timeout, heartbeat_timeout_min, heartbeat_timeout_max, progress_timeout, max_runtime, max_extension, sample_interval, memory, cpu_spin, procs, fds, tokens, cost, tool_loop, error_streak, steps, denials, cost_rate, requests_rate, tokens_rate, egress); did you mean "memory"?`,
 		"bad-command-string.yaml":     `:2: command: must be a list of strings such as [python3, agent.py, --fast], got a single string (no shell is involved: split the arguments yourself)`,
 		"bad-duration.yaml":           `:4: checks.heartbeat_timeout: bad duration "30": missing unit (e.g. 30s)`,
 		"bad-size.yaml":               `:6: checks.memory.kill: bad size "2Gb": unknown unit "Gb" (want ` + sizeForms + `)`,
@@ -165,10 +165,10 @@ func TestParseAgentErrors(t *testing.T) {
 		{"block syntax", "id: x\nchecks:\n  - 1\n  memory: 2\n", `agent.yaml:3: YAML syntax: did not find expected '-' indicator`},
 		{"tab indentation", "checks:\n  memory:\n\t kill: 1\n", `agent.yaml:3: YAML syntax: found character that cannot start any token (YAML does not allow tabs for indentation: use spaces)`},
 		{"tab after a key", "id: a\n\tcommand: [x]\n", `agent.yaml:2: YAML syntax: found a tab character that violates indentation (YAML does not allow tabs for indentation: use spaces)`},
-		{"merge key", "base: &b {id: x}\n<<: *b\n", `agent.yaml:1: unknown key "base" (known: id, labels, command, user, cwd, env, writable, network, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane)` + "\n" +
+		{"merge key", "base: &b {id: x}\n<<: *b\n", `agent.yaml:1: unknown key "base" (known: id, labels, command, user, cwd, env, writable, network, allow, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane)` + "\n" +
 			`agent.yaml:2: merge keys (<<) are not supported; repeat the keys, or use the daemon's defaults`},
 		{"non-string key", "? [a]\n: 1\n", `agent.yaml:1: keys must be strings, got a list`},
-		{"unknown key, no suggestion", "zzz: 1\n", `agent.yaml:1: unknown key "zzz" (known: id, labels, command, user, cwd, env, writable, network, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane)`},
+		{"unknown key, no suggestion", "zzz: 1\n", `agent.yaml:1: unknown key "zzz" (known: id, labels, command, user, cwd, env, writable, network, allow, mode, after_kill, on_budget, pause_timeout, restart, escalation, checks, gateway, control_plane)`},
 		{"duplicate top key", "id: a\nid: b\n", `agent.yaml:2: duplicate key "id" (first at line 1)`},
 		// id
 		{"id integer", "id: 42\n", `agent.yaml:1: id: must be a string, got integer 42 (quote it: "42")`},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -40,6 +41,10 @@ type Checks struct {
 	CostRate     *CostRate `yaml:"cost_rate"`     // USD
 	RequestsRate *Rate     `yaml:"requests_rate"` // LLM requests; usage reports without the gateway
 	TokensRate   *Rate     `yaml:"tokens_rate"`   // tokens
+
+	// Egress is network: allowlist's: what its egress proxy refused and
+	// passed, over the run or within a sliding window.
+	Egress *Egress `yaml:"egress"`
 }
 
 // Sustained is a kernel-sampled threshold that must hold for a while.
@@ -76,6 +81,17 @@ type CostRate struct {
 	Per  time.Duration `yaml:"per"`  // the window; required, at least MinRatePer
 }
 
+// Egress is the egress check: thresholds on the requests the egress proxy
+// refused and on the bytes it passed (both ways), counted over the run,
+// or within the last Per when it is set.
+type Egress struct {
+	Refusals     int64         `yaml:"refusals"`                 // kill when the refusals go over this; 0 = none
+	RefusalsWarn int64         `yaml:"refusals_warn"`            // warn when they go over this; 0 = none
+	Bytes        int64         `yaml:"bytes" config:"size"`      // kill when the bytes go over this; 0 = none
+	BytesWarn    int64         `yaml:"bytes_warn" config:"size"` // warn when they go over this; 0 = none
+	Per          time.Duration `yaml:"per"`                      // the sliding window, at least MinRatePer; 0 = the whole run
+}
+
 // MinRatePer is the shortest window of a rate check. The window is kept in
 // steps of a sixtieth of it: a rate limits a loop's spend over seconds to
 // hours, not a burst at one instant.
@@ -101,6 +117,7 @@ var (
 	_ check = (*CostRate)(nil)
 	_ check = (*CPUSpin)(nil)
 	_ check = (*ToolLoop)(nil)
+	_ check = (*Egress)(nil)
 )
 
 func (s *Sustained) active() bool { return s.Warn != 0 || s.Kill != 0 }
@@ -110,6 +127,9 @@ func (s *CPUSpin) active() bool   { return s.Percent != 0 }
 func (t *ToolLoop) active() bool  { return t.Repeats != 0 }
 func (r *Rate) active() bool      { return r.Warn != 0 || r.Kill != 0 }
 func (r *CostRate) active() bool  { return r.Warn != 0 || r.Kill != 0 }
+func (e *Egress) active() bool {
+	return e.Refusals != 0 || e.RefusalsWarn != 0 || e.Bytes != 0 || e.BytesWarn != 0
+}
 
 func (s *Sustained) problems(key string, count func(int64) string) []problem {
 	return warnAboveKill(key, s.Warn, s.Kill, count)
@@ -144,6 +164,20 @@ func perProblems(key string, per time.Duration) []problem {
 }
 
 func (s *CPUSpin) problems(string, func(int64) string) []problem { return nil }
+
+func (e *Egress) problems(key string, _ func(int64) string) []problem {
+	var ps []problem
+	if e.Per != 0 {
+		ps = perProblems(key, e.Per)
+	}
+	if e.RefusalsWarn > 0 && e.Refusals > 0 && e.RefusalsWarn > e.Refusals {
+		ps = append(ps, problem{key: key, at: key + ".refusals_warn", kind: ErrConflict, msg: fmt.Sprintf("refusals_warn %d is above refusals %d", e.RefusalsWarn, e.Refusals)})
+	}
+	if e.BytesWarn > 0 && e.Bytes > 0 && e.BytesWarn > e.Bytes {
+		ps = append(ps, problem{key: key, at: key + ".bytes_warn", kind: ErrConflict, msg: fmt.Sprintf("bytes_warn %s is above bytes %s", FormatSize(e.BytesWarn), FormatSize(e.Bytes))})
+	}
+	return ps
+}
 
 func (t *ToolLoop) problems(key string, _ func(int64) string) []problem {
 	if t.Repeats == 1 {
@@ -188,6 +222,22 @@ func (s *CPUSpin) describe(func(int64) string) string {
 }
 
 func (t *ToolLoop) describe(func(int64) string) string { return fmt.Sprintf("%d repeats", t.Repeats) }
+
+// describe: "refusals warn 5, kill 20; bytes kill 1GiB per 1m".
+func (e *Egress) describe(func(int64) string) string {
+	var parts []string
+	if e.Refusals != 0 || e.RefusalsWarn != 0 {
+		parts = append(parts, "refusals "+warnKill(e.RefusalsWarn, e.Refusals, func(v int64) string { return fmt.Sprint(v) }))
+	}
+	if e.Bytes != 0 || e.BytesWarn != 0 {
+		parts = append(parts, "bytes "+warnKill(e.BytesWarn, e.Bytes, FormatSize))
+	}
+	d := strings.Join(parts, "; ")
+	if e.Per != 0 {
+		d += " per " + FormatDuration(e.Per)
+	}
+	return d
+}
 
 // warnKill describes thresholds: "warn 1GiB, kill 2GiB", "kill 256".
 func warnKill[T int64 | float64](warn, kill T, format func(T) string) string {

@@ -195,7 +195,7 @@ func TestDocMergeExample(t *testing.T) {
 // above hold to it.
 func TestSchemaKeys(t *testing.T) {
 	require.Equal(t, []string{
-		"id", "labels", "command", "user", "cwd", "env", "writable", "network", "mode", "after_kill", "on_budget", "pause_timeout",
+		"id", "labels", "command", "user", "cwd", "env", "writable", "network", "allow", "mode", "after_kill", "on_budget", "pause_timeout",
 		"restart", "restart.policy", "restart.backoff", "restart.max_backoff", "restart.max_restarts", "restart.window", "restart.stable_after",
 		"escalation", "escalation.coop_signal", "escalation.coop_grace", "escalation.term_grace", "escalation.dump_wait", "escalation.ack_wait",
 		"checks", "checks.startup_timeout", "checks.heartbeat_timeout", "checks.heartbeat_timeout_min", "checks.heartbeat_timeout_max",
@@ -213,6 +213,7 @@ func TestSchemaKeys(t *testing.T) {
 		"checks.cost_rate", "checks.cost_rate.warn", "checks.cost_rate.kill", "checks.cost_rate.per",
 		"checks.requests_rate", "checks.requests_rate.warn", "checks.requests_rate.kill", "checks.requests_rate.per",
 		"checks.tokens_rate", "checks.tokens_rate.warn", "checks.tokens_rate.kill", "checks.tokens_rate.per",
+		"checks.egress", "checks.egress.refusals", "checks.egress.refusals_warn", "checks.egress.bytes", "checks.egress.bytes_warn", "checks.egress.per",
 		"gateway", "gateway.upstreams", "gateway.key_files", "gateway.prices", "gateway.listen", "gateway.default_max_output_tokens", "gateway.upstream_idle_conns",
 		"control_plane", "control_plane.url", "control_plane.token_file", "control_plane.poll_interval", "control_plane.timeout", "control_plane.max_outbox", "control_plane.fail_closed_after",
 	}, schemaKeys(reflect.TypeFor[Agent](), ""))

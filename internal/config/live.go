@@ -16,7 +16,7 @@ import (
 
 // WithLive returns a with next's live fields: checks, escalation, mode,
 // labels, restart, after_kill, on_budget and pause_timeout. Identity and how the agent is started
-// (command, user, env, cwd, writable, network, its gateway, its control_plane) stay a's.
+// (command, user, env, cwd, writable, network, allow, its gateway, its control_plane) stay a's.
 func (a Agent) WithLive(next *Agent) *Agent {
 	a.Checks, a.Escalation, a.Mode = next.Checks, next.Escalation, next.Mode
 	a.Labels, a.Restart, a.AfterKill = next.Labels, next.Restart, next.AfterKill
@@ -45,6 +45,9 @@ func (a *Agent) StartDiff(next *Agent) []string {
 	}
 	if a.Network != next.Network {
 		d = append(d, "network")
+	}
+	if !slices.Equal(a.Allow, next.Allow) {
+		d = append(d, "allow")
 	}
 	if !slices.Equal(a.Gateway.Upstreams, next.Gateway.Upstreams) || !maps.Equal(a.Gateway.KeyFiles, next.Gateway.KeyFiles) ||
 		a.Gateway.Prices != next.Gateway.Prices || a.Gateway.Listen != next.Gateway.Listen {

@@ -15,7 +15,7 @@ import (
 // StartDiff, or identity: a field added without a decision fails here.
 func TestEveryAgentFieldIsLiveOrAtStart(t *testing.T) {
 	live := map[string]bool{"Checks": true, "Escalation": true, "Mode": true, "Labels": true, "Restart": true, "AfterKill": true, "OnBudget": true, "PauseTimeout": true}
-	atStart := map[string]bool{"Command": true, "User": true, "Env": true, "Cwd": true, "Writable": true, "Network": true, "Gateway": true, "ControlPlane": true}
+	atStart := map[string]bool{"Command": true, "User": true, "Env": true, "Cwd": true, "Writable": true, "Network": true, "Allow": true, "Gateway": true, "ControlPlane": true}
 	identity := map[string]bool{"ID": true, "Source": true}
 	typ := reflect.TypeOf(Agent{})
 	for i := range typ.NumField() {

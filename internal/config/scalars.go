@@ -212,6 +212,14 @@ func (d *decoder) stringList(n *yaml.Node, path string) ([]string, bool) {
 			return nil, false
 		}
 	}
+	if path == "allow" && (isNull(n) || n.Kind != yaml.SequenceNode) {
+		d.errorf(n, path, "must be a list of HOST:PORT destinations such as [api.github.com:443, \"*.pypi.org:443\"], got %s", describe(n))
+		return nil, false
+	}
+	if path == "allow" && len(n.Content) == 0 {
+		d.errorf(n, path, "must not be empty: name the destinations the agent may reach (network: gateway-only reaches none)")
+		return nil, false
+	}
 	if n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
 		d.errorf(n, path, "must be a list of strings such as [%s], got a single string (no shell is involved: split the arguments yourself)", strings.Join(strings.Fields(n.Value), ", "))
 		return nil, false

@@ -99,7 +99,7 @@ func (d *Daemon) applyFile(path string) {
 		err = d.claimID(path, a.ID)
 	}
 	if err == nil {
-		err = d.admit(path, a.ID)
+		err = d.admit(path, a)
 	}
 	if err != nil {
 		d.fileInvalid(path, err)

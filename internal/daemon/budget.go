@@ -8,7 +8,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/control"
+	"github.com/hermeskill/hermeskilld/internal/egress"
 	"github.com/hermeskill/hermeskilld/internal/fdbudget"
 )
 
@@ -31,29 +33,53 @@ func (d *Daemon) descriptorBudget(srv *control.Server) fdbudget.Budget {
 // budget cannot hold, with the figure, and warns once the budget passes
 // fdbudget.WarnFraction of the limit. A budget of no limit (the daemon's
 // tests without Run) admits all.
-func (d *Daemon) admit(path, id string) error {
+//
+// A network: allowlist agent holds its egress proxy's descriptors besides,
+// at the proxy's bounds (fdbudget.Egress), and those of the running ones
+// count against the budget as well.
+func (d *Daemon) admit(path string, a *config.Agent) error {
+	id := a.ID
 	if d.budget.Limit == 0 {
 		return nil
 	}
 	d.mu.Lock()
 	running := len(d.slots)
 	_, known := d.slots[id]
+	slots := make([]*slot, 0, len(d.slots))
+	for _, s := range d.slots {
+		slots = append(slots, s)
+	}
 	d.mu.Unlock()
 	if known {
 		return nil // a changed file of a running agent: it holds its descriptors already
 	}
-	if err := d.budget.Admit(running); err != nil {
+	inUse := 0
+	for _, s := range slots {
+		s.mu.Lock()
+		inUse += extraDescriptors(s.cfg)
+		s.mu.Unlock()
+	}
+	if err := d.budget.AdmitExtra(running, inUse, extraDescriptors(a)); err != nil {
 		fdbudget.Shortage(fdbudget.AgentRefused)
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if d.budget.Near(running + 1) {
+	need := d.budget.Need(running+1) + inUse + extraDescriptors(a)
+	if float64(need) > fdbudget.WarnFraction*float64(d.budget.Limit) {
 		msg := fmt.Sprintf("descriptor budget: %d of %d in use with agent %s; %d agents fit; raise LimitNOFILE=",
-			d.budget.Need(running+1), d.budget.Limit, id, d.budget.Fits())
-		d.log.Warn("descriptor budget near the limit", zap.String("agent", id), zap.Int("need", d.budget.Need(running+1)),
+			need, d.budget.Limit, id, d.budget.Fits())
+		d.log.Warn("descriptor budget near the limit", zap.String("agent", id), zap.Int("need", need),
 			zap.Int("limit", d.budget.Limit), zap.Int("agents_fit", d.budget.Fits()))
 		d.publishConfig(id, "descriptor_budget", msg)
 	}
 	return nil
+}
+
+// extraDescriptors is what agent a holds beyond fdbudget.PerAgent.
+func extraDescriptors(a *config.Agent) int {
+	if a != nil && a.Network == config.NetworkAllowlist {
+		return fdbudget.Egress(egress.DefaultMaxTunnels)
+	}
+	return 0
 }
 
 // logBudget says, once the agents of the first scan are applied, what

@@ -115,6 +115,11 @@ func (d *Daemon) streamEvent(ev supervisor.Event) {
 				p.Check, p.Reason, p.HeldRequests, p.Frozen, ev.CertPath)
 			out.Data = map[string]any{"check": p.Check, "held_requests": p.HeldRequests, "timeout_ms": p.TimeoutMS}
 		}
+	case supervisor.EventEgressRefused:
+		if r := ev.Egress; r != nil {
+			out.Message = fmt.Sprintf("egress to %s refused: %s", r.Destination, r.Reason)
+			out.Data = map[string]any{"destination": r.Destination, "reason": r.Reason}
+		}
 	case supervisor.EventResumed:
 		if p := ev.Pause; p != nil {
 			out.Message = fmt.Sprintf("resumed by %s after %.1fs paused; budget now %s", p.Operator, p.DurationMS/1000, p.Budget)

@@ -50,6 +50,12 @@ func PerAgent(cgroup bool) int {
 	return perAgentPgroup
 }
 
+// Egress is what a network: allowlist agent holds beyond PerAgent with its
+// egress proxy at its bounds of tunnels: the proxy's listener, the agent's
+// connections to it (at most twice the tunnels) and each tunnel's
+// upstream socket.
+func Egress(tunnels int) int { return 1 + 3*tunnels }
+
 // Budget is the daemon's descriptor accounting.
 type Budget struct {
 	// Limit is the soft RLIMIT_NOFILE (Limit reads it).
@@ -90,6 +96,15 @@ func Limit() int {
 
 // Need is what agents agents and the reserve hold.
 func (b Budget) Need(agents int) int { return b.Reserved + agents*b.PerAgent }
+
+// AdmitExtra is Admit for an agent that holds extra descriptors beyond
+// PerAgent (Egress), beside running agents that hold inUse beyond theirs.
+func (b Budget) AdmitExtra(running, inUse, extra int) error {
+	if b.Need(running+1)+inUse+extra <= b.Limit {
+		return nil
+	}
+	return &ExceededError{InUse: b.Need(running) + inUse, Limit: b.Limit, PerAgent: b.PerAgent + extra}
+}
 
 // Fits is the number of agents that fit under the limit.
 func (b Budget) Fits() int {

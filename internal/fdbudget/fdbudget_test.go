@@ -137,3 +137,18 @@ func TestShortages(t *testing.T) {
 	assert.Equal(t, before[fdbudget.ControlAccept]+1, fdbudget.Shortages(fdbudget.ControlAccept))
 	assert.Zero(t, fdbudget.Shortages("elsewhere"))
 }
+
+// An allowlist agent's proxy counts at its bounds, its own and the
+// running ones'.
+func TestAdmitExtra(t *testing.T) {
+	b := fdbudget.Budget{Limit: 2000, PerAgent: 10, Reserved: 100}
+	require.NoError(t, b.AdmitExtra(0, 0, fdbudget.Egress(256)))
+	require.Equal(t, 769, fdbudget.Egress(256))
+	require.NoError(t, b.AdmitExtra(1, 769, fdbudget.Egress(256)), "100 + 2*10 + 2*769 = 1658")
+	err := b.AdmitExtra(2, 2*769, fdbudget.Egress(256))
+	var ex *fdbudget.ExceededError
+	require.ErrorAs(t, err, &ex)
+	require.Equal(t, 100+2*10+2*769, ex.InUse)
+	require.Equal(t, 10+769, ex.PerAgent)
+	require.NoError(t, b.AdmitExtra(2, 2*769, 0), "an agent without a proxy still fits")
+}

@@ -108,6 +108,12 @@ func AuditEvent(ev supervisor.Event) audit.Event {
 			data["usage"] = ev.Usage
 			data["runtime_s"] = ev.Runtime.Seconds()
 		}
+	case supervisor.EventEgressRefused:
+		// The first refusal of each destination (the counts are the
+		// certificate's).
+		if r := ev.Egress; r != nil {
+			data["destination"], data["reason"] = r.Destination, r.Reason
+		}
 	case supervisor.EventLLMRequest:
 		// One line per LLM request: what it cost and which tools it
 		// called, never its prompt, its completion or a key.

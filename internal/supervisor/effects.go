@@ -69,16 +69,28 @@ func (r *Run) ladder(t symptoms.Symptom, dump string, dumpPID int) <-chan escala
 	return r.climb(plan)
 }
 
-// revoke is the plan's revocation of the run's LLM handle, for t: from
-// then on the gateway refuses the handle's requests and cuts those in
-// flight. nil without a gateway.
+// revoke is the plan's revocation of what the run may reach, for t: its
+// egress proxy (network: allowlist) first, every tunnel closed and every
+// new one refused, then its LLM handle: from then on the gateway refuses
+// the handle's requests and cuts those in flight. nil with neither.
 func (r *Run) revoke(t symptoms.Symptom) func() map[string]any {
-	if r.grant == nil {
+	if r.grant == nil && r.net.proxy == nil {
 		return nil
 	}
 	return func() map[string]any {
-		rv := r.grant.Revoke(string(t.Check), t.Message)
-		return map[string]any{"llm_requests_cut": rv.InFlight}
+		d := map[string]any{}
+		if p := r.net.proxy; p != nil {
+			d["egress_tunnels_cut"] = p.Revoke()
+			d["capabilities"] = []string{"egress"}
+		}
+		if r.grant != nil {
+			rv := r.grant.Revoke(string(t.Check), t.Message)
+			d["llm_requests_cut"] = rv.InFlight
+			if r.net.proxy != nil {
+				d["capabilities"] = []string{"egress", "llm"}
+			}
+		}
+		return d
 	}
 }
 

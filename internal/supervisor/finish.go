@@ -220,6 +220,9 @@ func (r *Run) baseCertificate(t symptoms.Symptom, st runState, procs []procfs.Pr
 		m := r.grant.Metered()
 		c.Metered, c.Children = certMetered(m), m.Children
 	}
+	if r.net.proxy != nil {
+		c.Egress = certEgress(r.net.proxy.Stats())
+	}
 	if r.o.AuditHead != nil {
 		c.AuditAnchor = r.o.AuditHead()
 	}

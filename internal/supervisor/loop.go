@@ -126,6 +126,11 @@ type loop struct {
 	// its records of this run (nil without a gateway).
 	metered bool
 	meters  *meterQueue
+	// egressQ is what the egress proxy did (network: allowlist; nil
+	// without); refusedSeen are the destinations whose first refusal was
+	// an event.
+	egressQ     *egressQueue
+	refusedSeen map[string]bool
 	// faults are internal errors recovered in code serving the run
 	// (Run.Fail): each kills it, in every mode.
 	faults <-chan *fault.Error
@@ -214,6 +219,8 @@ func (l *loop) run() Outcome {
 			// first, at its own time.
 			msgs = l.drain(msgs)
 			l.meter()
+		case <-l.egressQ.readyC():
+			l.egressEvents()
 		case res := <-l.ladder:
 			return l.finish(&res)
 		case <-exited:

@@ -27,6 +27,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/cgroup"
 	"github.com/hermeskill/hermeskilld/internal/config"
 	"github.com/hermeskill/hermeskilld/internal/denials"
+	"github.com/hermeskill/hermeskilld/internal/egress"
 	"github.com/hermeskill/hermeskilld/internal/escalate"
 	"github.com/hermeskill/hermeskilld/internal/gateway"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
@@ -119,6 +120,9 @@ const (
 	EventPaused = "agent_paused"
 	// EventResumed: an operator's resume ended the pause (Pause).
 	EventResumed = "agent_resumed"
+	// EventEgressRefused: the egress proxy refused a destination
+	// (Egress), the first time for that destination (network: allowlist).
+	EventEgressRefused = "egress_refused"
 )
 
 // Event is something that happened to an agent.
@@ -148,6 +152,8 @@ type Event struct {
 	Runtime time.Duration
 	// Pause is the pause of EventPaused and EventResumed.
 	Pause *certs.Pause
+	// Egress is the refusal of EventEgressRefused.
+	Egress *egress.Refusal
 }
 
 // State of a run.

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/egress"
 	"github.com/hermeskill/hermeskilld/internal/landlock"
 	"github.com/hermeskill/hermeskilld/internal/netns"
 )
@@ -58,11 +59,14 @@ func describeConfinement(r landlock.Ruleset, ownNetwork bool) string {
 	return r.String() + "+network"
 }
 
-// network is the agent's own network namespace (network: gateway-only),
-// made before the fork, with the gateway served inside it.
+// network is the agent's own network namespace (network: gateway-only,
+// allowlist), made before the fork, with the gateway served inside it and,
+// for allowlist, the egress proxy.
 type network struct {
-	ns *netns.NS
-	gw net.Listener // the gateway's listener in ns; nil without a gateway
+	ns       *netns.NS
+	gw       net.Listener  // the gateway's listener in ns; nil without a gateway
+	proxy    *egress.Proxy // network: allowlist's egress proxy
+	proxyURL string        // where the agent reaches it: http://127.0.0.1:PORT
 }
 
 // fd is the namespace for procsup.Spec.NetNS; 0 for the host's.
@@ -73,26 +77,30 @@ func (n *network) fd() int {
 	return n.ns.FD()
 }
 
-// openNetwork gives a gateway-only agent its namespace: only loopback, up,
-// where the gateway listens at its own address, so that the base URLs in
-// the agent's environment reach it; the heartbeat sockets are files, which
-// a network namespace does not hide. What cannot be set up is an error:
-// the agent is never started with the host's network instead.
+// openNetwork gives a gateway-only or allowlist agent its namespace: only
+// loopback, up, where the gateway listens at its own address, so that the
+// base URLs in the agent's environment reach it, and for allowlist the
+// egress proxy; the heartbeat sockets are files, which a network
+// namespace does not hide. What cannot be set up is an error: the agent
+// is never started with the host's network instead.
 func (r *Run) openNetwork(a *config.Agent) error {
-	if a.Network != config.NetworkGatewayOnly {
+	if a.Network != config.NetworkGatewayOnly && a.Network != config.NetworkAllowlist {
 		return nil
 	}
 	ns, err := netns.New()
 	if err != nil {
-		return fmt.Errorf("network: gateway-only: %w; the agent is not started with the host's network", err)
+		return fmt.Errorf("network: %s: %w; the agent is not started with the host's network", a.Network, err)
 	}
 	r.net.ns = ns
 	if g := r.o.Gateway; g != nil {
 		ln, err := ns.Listen("tcp", g.Addr())
 		if err != nil {
-			return fmt.Errorf("network: gateway-only: the gateway in the agent's namespace: %w", err)
+			return fmt.Errorf("network: %s: the gateway in the agent's namespace: %w", a.Network, err)
 		}
 		r.net.gw = g.ServeIn(ln, ns.Do)
+	}
+	if a.Network == config.NetworkAllowlist {
+		return r.openEgress(a)
 	}
 	return nil
 }
@@ -101,6 +109,9 @@ func (r *Run) openNetwork(a *config.Agent) error {
 // lets the namespace go (the kernel frees it with its last process and
 // socket).
 func (r *Run) closeNetwork() {
+	if r.net.proxy != nil {
+		_ = r.net.proxy.Close()
+	}
 	if r.net.gw != nil {
 		_ = r.net.gw.Close()
 	}

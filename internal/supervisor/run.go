@@ -53,7 +53,8 @@ type Run struct {
 	confinement          string // the agent's Landlock domain and network (Status.Confinement)
 	denials              *denials.Counter
 	denialsTree          atomic.Pointer[procsup.Tree] // the tree, for the denials' reader to attribute pids
-	net                  network                      // the agent's own network namespace (gateway-only)
+	net                  network                      // the agent's own network namespace (gateway-only, allowlist)
+	egressQ              *egressQueue                 // what the egress proxy did (allowlist); nil without
 	stdout               *stream
 	stderr               *stream
 	sampler              sampler
@@ -128,6 +129,7 @@ func Start(o Options) (*Run, error) {
 		StreamSocket: r.sock.StreamPath()}
 	r.loop = newLoop(log, a, engine, r, base, r.sock.C(), r.proc.Done())
 	r.loop.metered, r.loop.meters, r.loop.faults = metered, r.meters, r.faults
+	r.loop.egressQ = r.egressQ
 	r.loop.blind.after = o.blindAfter
 	r.emit(Event{Type: EventStarted})
 	go func() {
@@ -282,6 +284,9 @@ func (r *Run) start() error {
 	if err := r.trackDenials(a, confine); err != nil {
 		return err
 	}
+	if r.net.proxy != nil {
+		env = proxyEnv(env, r.net.proxyURL)
+	}
 	proc, err := o.Runtime.Start(procsup.Spec{
 		Argv: a.Command, Env: env, Dir: a.Cwd,
 		Stdin: o.Stdin, Stdout: r.stdout.child, Stderr: r.stderr.child, Foreground: o.Foreground,
@@ -312,6 +317,9 @@ func (r *Run) start() error {
 		r.grant.SetMembers(func() []int { pids, _ := tree.PIDs(); return pids })
 	}
 	r.journalBegin(runState{agent: a})
+	if r.net.proxy != nil {
+		r.log.Info("egress proxy serving the agent's namespace", zap.String("proxy", r.net.proxyURL), zap.Strings("allow", a.Allow))
+	}
 	r.log.Info("agent started", zap.Int("pid", proc.PID()), zap.Strings("command", a.Command),
 		zap.String("containment", r.tree.Mode()), zap.String("confinement", r.confinement), zap.String("socket", sockPath), zap.String("stream_socket", streamPath))
 	return nil

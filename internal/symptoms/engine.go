@@ -81,6 +81,10 @@ type State struct {
 	DumpSignal       string
 	HeartbeatTimeout time.Duration
 	Warnings         int
+	// EgressRefusals and EgressBytes are what the egress proxy refused
+	// and passed (both ways) over the run (network: allowlist).
+	EgressRefusals uint64
+	EgressBytes    uint64
 }
 
 // Sample is one kernel measurement of the agent's process tree.
@@ -115,6 +119,7 @@ type Engine struct {
 
 	tools   toolHistory
 	rates   rates
+	egress  egressMeters
 	sustain map[sustainKey]time.Time // when a kernel condition began to hold
 	warned  map[Check]bool
 	fired   map[Check]bool
@@ -164,7 +169,7 @@ func (e *Engine) Reconfigure(cfg Config, now time.Time) []Symptom {
 			delete(e.warned, c)
 		}
 	}
-	return append(append(e.Tick(now), e.reported(now)...), e.ratesNow(now)...)
+	return append(append(append(e.Tick(now), e.reported(now)...), e.ratesNow(now)...), e.egressNow(now)...)
 }
 
 func (e *Engine) setConfig(cfg Config, now time.Time) {
@@ -172,6 +177,7 @@ func (e *Engine) setConfig(cfg Config, now time.Time) {
 	e.st.HeartbeatTimeout = e.heartbeatTimeout()
 	e.tools.resize(cfg.ToolLoop)
 	e.rates.resize(cfg.Checks, e.st.Started, now)
+	e.egress.resize(cfg.Egress, e.st.Started, now)
 }
 
 // enabled reports whether a threshold check is on in the current config.
@@ -201,6 +207,8 @@ func (e *Engine) enabled(c Check) bool {
 		return e.cfg.Steps != nil
 	case Denials:
 		return e.cfg.Denials != nil
+	case Egress:
+		return e.cfg.Egress != nil
 	}
 	return true
 }

@@ -187,6 +187,11 @@ func describe(ev supervisor.Event) (log.Severity, string, []attribute.KeyValue) 
 			body += ": " + ev.Exit.String()
 		}
 		return log.SeverityInfo, body, a
+	case supervisor.EventEgressRefused:
+		if r := ev.Egress; r != nil {
+			a = append(a, attribute.String("hermeskill.destination", r.Destination), attribute.String(AttrReason, r.Reason))
+			return log.SeverityWarn, "egress to " + r.Destination + " refused: " + r.Reason, a
+		}
 	}
 	if c := ev.Cert; c != nil { // certificate_written, certificate_failed, and any record shaped like one
 		a = certAttrs(c)
