@@ -37,6 +37,7 @@ type holdingPlane struct {
 	posted   chan struct{} // closed and replaced when next is set
 	held     int           // requests being held now
 	gets     []string      // the raw query of every GET
+	getsAt   []time.Time   // when each GET arrived
 	receipts map[string][][]byte
 	got      chan string // directive id of each receipt
 	quit     chan struct{}
@@ -71,6 +72,7 @@ func (p *holdingPlane) directives(w http.ResponseWriter, r *http.Request) {
 	wait, _ := time.ParseDuration(r.URL.Query().Get("wait"))
 	p.mu.Lock()
 	p.gets = append(p.gets, r.URL.RawQuery)
+	p.getsAt = append(p.getsAt, time.Now())
 	if p.refuseWait && wait > 0 {
 		p.mu.Unlock()
 		w.WriteHeader(http.StatusBadRequest)
@@ -132,6 +134,13 @@ func (p *holdingPlane) queries() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.gets...)
+}
+
+// arrivals is when each GET arrived.
+func (p *holdingPlane) arrivals() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Time(nil), p.getsAt...)
 }
 
 // awaitReceipt waits for the next receipt of id and returns its bytes.
@@ -250,17 +259,24 @@ func fallsBack(t *testing.T, refuse bool) {
 	plane.refuseWait = refuse
 	h := &testHost{act: func(context.Context, Directive) Acted { return Acted{} }}
 	runLink(t, config.ControlPlane{URL: plane.url(), PollInterval: 50 * time.Millisecond, Timeout: 5 * time.Second, MaxOutbox: 10}, nil, h)
-	time.Sleep(time.Second)
-	qs := plane.queries()
-	// 1s at 50ms ± 20%: about 20 requests (the agents' poll asks for
-	// no agent here); a loop that does not wait would make thousands.
-	assert.GreaterOrEqual(t, len(qs), 5, "refuse=%v", refuse)
-	assert.LessOrEqual(t, len(qs), 30, "refuse=%v", refuse)
+	const n = 8
+	require.Eventually(t, func() bool { return len(plane.queries()) >= n }, 10*time.Second, 5*time.Millisecond)
+	qs, at := plane.queries()[:n], plane.arrivals()[:n]
+	// Each request after a plain answer waits the poll interval, 50ms
+	// less its 20% jitter: a loop that does not wait would send the
+	// next at once. The one after the refused ?wait= goes at once.
+	first := 1
+	if refuse {
+		first = 2
+	}
+	for i := first; i < n; i++ {
+		assert.GreaterOrEqual(t, at[i].Sub(at[i-1]), 40*time.Millisecond, "request %d came %s after the one before (refuse=%v)", i, at[i].Sub(at[i-1]), refuse)
+	}
 	if refuse {
 		assert.Equal(t, "host=host-1&wait=30s", qs[0])
-		assert.Equal(t, "host=host-1", qs[len(qs)-1], "still asking for a long poll the control plane refused")
+		assert.Equal(t, "host=host-1", qs[n-1], "still asking for a long poll the control plane refused")
 	} else {
-		assert.Equal(t, "host=host-1&wait=30s", qs[len(qs)-1], "a control plane may start holding later")
+		assert.Equal(t, "host=host-1&wait=30s", qs[n-1], "a control plane may start holding later")
 	}
 }
 
@@ -316,7 +332,9 @@ func TestDeadmanTripsWhenTheControlPlaneGoesAway(t *testing.T) {
 		MaxOutbox: 10, FailClosedAfter: after}, nil, h)
 	require.Eventually(t, func() bool { return plane.heldNow() == 1 }, 10*time.Second, time.Millisecond)
 	assert.Equal(t, "host=host-1&wait=150ms", plane.queries()[0], "a long poll shorter than fail_closed_after")
-	time.Sleep(after * 3 / 2)
+	// Five requests: four long polls held their 150ms and answered, over
+	// 600ms of contact, more than fail_closed_after.
+	require.Eventually(t, func() bool { return len(plane.queries()) >= 5 }, 10*time.Second, time.Millisecond)
 	require.Empty(t, h.failClosed(), "tripped while the control plane answered")
 
 	gone := time.Now()
@@ -327,6 +345,6 @@ func TestDeadmanTripsWhenTheControlPlaneGoesAway(t *testing.T) {
 	assert.Less(t, took, after+2*time.Second)
 	unreachable := h.failClosed()[0]
 	assert.GreaterOrEqual(t, unreachable, after)
-	time.Sleep(after)
-	assert.Len(t, h.failClosed(), 1, "tripped once per outage")
+	// That it trips once per outage, and again after the next contact,
+	// is TestDeadmanTripsOncePerOutage's, on virtual time.
 }
