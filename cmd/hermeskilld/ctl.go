@@ -420,11 +420,15 @@ func printStatus(w io.Writer, st control.AgentStatus, now time.Time) {
 }
 
 // samplerErrorText is the kernel sampler's last failure in a line:
-// "stat 42: open: too many open files (7 failures, last 0.5s ago; blind for 9.0s)".
+// "stat 42: open: too many open files (7 failures, last 0.5s ago; blind for 9.0s)",
+// or "…; fds check blind for 9.0s" when only the descriptors are not counted.
 func samplerErrorText(e control.SamplerError, now time.Time) string {
 	state := "seeing again"
-	if !e.BlindSince.IsZero() {
+	switch {
+	case !e.BlindSince.IsZero():
 		state = "blind for " + shortDuration(now.Sub(e.BlindSince))
+	case !e.FDsBlindSince.IsZero():
+		state = "fds check blind for " + shortDuration(now.Sub(e.FDsBlindSince))
 	}
 	return fmt.Sprintf("%s (%d failures, last %s; %s)", e.Error, e.Failures, ago(e.At, now), state)
 }

@@ -4,7 +4,7 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"time"
 
@@ -36,42 +36,20 @@ window rolls over).`,
 			if err != nil {
 				return ctlError(err, cl.Path())
 			}
-			if asJSON {
-				enc := json.NewEncoder(c.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(nonNilList(list))
-			}
-			if len(list) == 0 {
-				fmt.Fprintln(c.OutOrStdout(), "no budget across runs (budgets: in the daemon file)")
-				return nil
-			}
-			tw := newTable(c.OutOrStdout())
-			fmt.Fprintln(tw, "NAME\tSELECTOR\tWINDOW\tSPENT\tWARN\tKILL\tSTATE")
-			for _, b := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t$%.2f\t%s\t%s\t%s\n", display.Clean(b.Name), display.Clean(b.Selector.String()),
-					windowText(b), b.SpentUSD, amount(b.WarnUSD), amount(b.KillUSD), display.Clean(b.State))
-			}
-			return tw.Flush()
+			return printList(c.OutOrStdout(), list, asJSON, "no budget across runs (budgets: in the daemon file)",
+				"NAME\tSELECTOR\tWINDOW\tSPENT\tWARN\tKILL\tSTATE", func(b control.Budget) string {
+					return fmt.Sprintf("%s\t%s\t%s\t$%.2f\t%s\t%s\t%s", display.Clean(b.Name), display.Clean(b.Selector.String()),
+						windowText(b), b.SpentUSD, amount(b.WarnUSD), amount(b.KillUSD), display.Clean(b.State))
+				})
 		},
 	}
 	f.addTo(c)
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	lift := &cobra.Command{
-		Use:   "lift NAME",
-		Short: "Lift a tripped budget: the agents it holds may start again; it does not trip again before its window rolls over",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl := f.client()
-			defer cl.Close()
-			if err := cl.LiftBudget(c.Context(), control.BudgetLiftRequest{Name: args[0]}); err != nil {
-				return ctlError(err, cl.Path())
-			}
-			fmt.Fprintf(c.OutOrStdout(), "budget %s lifted until its window rolls over\n", display.Clean(args[0]))
-			return nil
-		},
-	}
-	f.addTo(lift)
-	c.AddCommand(lift)
+	c.AddCommand(newLift(f, "lift NAME",
+		"Lift a tripped budget: the agents it holds may start again; it does not trip again before its window rolls over",
+		"budget %s lifted until its window rolls over", func(ctx context.Context, cl *control.Client, name string) error {
+			return cl.LiftBudget(ctx, control.BudgetLiftRequest{Name: name})
+		}))
 	return c
 }
 

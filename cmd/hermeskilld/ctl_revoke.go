@@ -4,7 +4,7 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -91,42 +91,19 @@ func newRevocations() *cobra.Command {
 			if err != nil {
 				return ctlError(err, cl.Path())
 			}
-			if asJSON {
-				enc := json.NewEncoder(c.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(nonNilList(list))
-			}
-			if len(list) == 0 {
-				fmt.Fprintln(c.OutOrStdout(), "no standing revocation")
-				return nil
-			}
-			tw := newTable(c.OutOrStdout())
-			fmt.Fprintln(tw, "RULE\tMATCHES\tSINCE\tOPERATOR\tREASON")
-			for _, r := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", display.Clean(r.Rule), display.Clean(ruleText(r)),
-					r.Since.UTC().Format(time.RFC3339), display.OrDash(display.Clean(r.Operator)), display.Clean(r.Reason))
-			}
-			return tw.Flush()
+			return printList(c.OutOrStdout(), list, asJSON, "no standing revocation",
+				"RULE\tMATCHES\tSINCE\tOPERATOR\tREASON", func(r control.Revocation) string {
+					return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", display.Clean(r.Rule), display.Clean(ruleText(r)),
+						r.Since.UTC().Format(time.RFC3339), display.OrDash(display.Clean(r.Operator)), display.Clean(r.Reason))
+				})
 		},
 	}
 	f.addTo(c)
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	lift := &cobra.Command{
-		Use:   "lift RULE",
-		Short: "Lift a standing revocation: the agents it held may start again",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl := f.client()
-			defer cl.Close()
-			if err := cl.Lift(c.Context(), control.LiftRequest{Rule: args[0]}); err != nil {
-				return ctlError(err, cl.Path())
-			}
-			fmt.Fprintf(c.OutOrStdout(), "revocation %s lifted\n", display.Clean(args[0]))
-			return nil
-		},
-	}
-	f.addTo(lift)
-	c.AddCommand(lift)
+	c.AddCommand(newLift(f, "lift RULE", "Lift a standing revocation: the agents it held may start again",
+		"revocation %s lifted", func(ctx context.Context, cl *control.Client, rule string) error {
+			return cl.Lift(ctx, control.LiftRequest{Rule: rule})
+		}))
 	return c
 }
 
@@ -143,11 +120,4 @@ func ruleText(r control.Revocation) string {
 		parts = append(parts, "runs started before "+r.StartedBefore.UTC().Format(time.RFC3339))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func nonNilList[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }

@@ -551,6 +551,18 @@ func TestShortDuration(t *testing.T) {
 	}
 }
 
+// The sampler's state says which checks are blind: all of the kernel
+// checks, or the fds check alone (the descriptors not counted).
+func TestSamplerErrorText(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	e := control.SamplerError{Error: "fd 42: open: permission denied", At: now.Add(-time.Second), Failures: 9}
+	assert.Equal(t, "fd 42: open: permission denied (9 failures, last 1.0s ago; seeing again)", samplerErrorText(e, now))
+	e.FDsBlindSince = now.Add(-12 * time.Second)
+	assert.Equal(t, "fd 42: open: permission denied (9 failures, last 1.0s ago; fds check blind for 12s)", samplerErrorText(e, now))
+	e.BlindSince = now.Add(-3 * time.Second)
+	assert.Equal(t, "fd 42: open: permission denied (9 failures, last 1.0s ago; blind for 3.0s)", samplerErrorText(e, now))
+}
+
 func TestParseTimeOrAgo(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	got, err := parseTimeOrAgo("1h30m", now)

@@ -6,13 +6,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,130 +17,15 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/control"
 	"github.com/hermeskill/hermeskilld/internal/outbox"
+	"github.com/hermeskill/hermeskilld/internal/outbox/outboxtest"
 )
 
-// estopPlane is a control plane on loopback for the daemon: it holds
-// the host's GET /directives until a directive is posted (or ?wait=
-// ends), serves a directive until its receipt arrives, records receipts
-// and accepts kill events.
-type estopPlane struct {
-	srv *httptest.Server
-
-	mu       sync.Mutex
-	next     []outbox.Directive
-	posted   chan struct{}
-	held     int
-	receipts map[string][][]byte
-	events   map[string]int // kill events per cert_id
-	got      chan string
-	quit     chan struct{}
-	closed   bool
-}
-
-func newEstopPlane(t *testing.T) *estopPlane {
-	p := &estopPlane{posted: make(chan struct{}), receipts: map[string][][]byte{}, events: map[string]int{},
-		got: make(chan string, 100), quit: make(chan struct{})}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/directives", p.directives)
-	mux.HandleFunc("GET /api/agents/{agent}/directives", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	mux.HandleFunc("POST /api/directives/{id}/receipts", p.receipt)
-	mux.HandleFunc("POST /api/agents/{agent}/kill_events", func(w http.ResponseWriter, r *http.Request) {
-		p.mu.Lock()
-		p.events[r.Header.Get("Idempotency-Key")]++
-		p.mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	})
-	p.srv = httptest.NewServer(mux)
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *estopPlane) url() string { return p.srv.URL + "/api" }
-
-func (p *estopPlane) close() {
-	p.mu.Lock()
-	if !p.closed {
-		p.closed = true
-		close(p.quit)
-	}
-	p.mu.Unlock()
-	p.srv.Close()
-}
-
-func (p *estopPlane) directives(w http.ResponseWriter, r *http.Request) {
-	wait, _ := time.ParseDuration(r.URL.Query().Get("wait"))
-	p.mu.Lock()
-	if len(p.next) == 0 && wait > 0 {
-		posted := p.posted
-		p.held++
-		p.mu.Unlock()
-		t := time.NewTimer(wait)
-		select {
-		case <-posted:
-		case <-t.C:
-		case <-p.quit:
-		case <-r.Context().Done():
-		}
-		t.Stop()
-		p.mu.Lock()
-		p.held--
-	}
-	ds := p.next
-	p.mu.Unlock()
-	if len(ds) == 0 {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	json.NewEncoder(w).Encode(map[string]any{"directives": ds})
-}
-
-func (p *estopPlane) receipt(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	id := r.PathValue("id")
-	p.mu.Lock()
-	p.receipts[id] = append(p.receipts[id], b)
-	p.next = slices.DeleteFunc(slices.Clone(p.next), func(d outbox.Directive) bool { return d.ID == id })
-	p.mu.Unlock()
-	w.WriteHeader(http.StatusCreated)
-	p.got <- id
-}
-
-func (p *estopPlane) post(ds ...outbox.Directive) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.next = ds
-	close(p.posted)
-	p.posted = make(chan struct{})
-}
-
-func (p *estopPlane) heldNow() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.held
-}
-
-func (p *estopPlane) eventsFor(certID string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.events[certID]
-}
-
-func (p *estopPlane) awaitReceipt(t *testing.T, id string) []byte {
-	t.Helper()
-	timeout := time.NewTimer(30 * time.Second)
-	defer timeout.Stop()
-	for {
-		select {
-		case got := <-p.got:
-			if got == id {
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				return p.receipts[id][len(p.receipts[id])-1]
-			}
-		case <-timeout.C:
-			t.Fatalf("no receipt for directive %s", id)
-		}
-	}
+// newEstopPlane is a control plane on loopback for the daemon (see
+// outboxtest): it holds the host's GET /directives until a directive is
+// posted, serves a directive until its receipt arrives, records receipts
+// and counts kill events.
+func newEstopPlane(t *testing.T) *outboxtest.Plane[outbox.Directive] {
+	return outboxtest.New(t, func(d outbox.Directive) string { return d.ID })
 }
 
 // An e-stop directive from the control plane reaches a daemon of five
@@ -164,18 +44,18 @@ func TestDaemonEstopDirectiveReceipt(t *testing.T) {
 	require.NoError(t, err)
 	pub, err := certs.LoadPublicKey(pubPath)
 	require.NoError(t, err)
-	d := startDaemonIn(t, root, fmt.Sprintf("signing_key: %s\ncontrol_plane: {url: %q, poll_interval: 1s, timeout: 5s}\n", key, plane.url()))
+	d := startDaemonIn(t, root, fmt.Sprintf("signing_key: %s\ncontrol_plane: {url: %q, poll_interval: 1s, timeout: 5s}\n", key, plane.URL()))
 	const n = 5
 	for i := range n {
 		id := fmt.Sprintf("e%d", i)
 		d.writeAgent(id, sleeper(t, id, m, "checks: {heartbeat_timeout: 0s}\n"))
 	}
 	require.Eventually(t, func() bool { return len(survivors(m)) == n }, 30*time.Second, 20*time.Millisecond)
-	require.Eventually(t, func() bool { return plane.heldNow() == 1 }, 30*time.Second, 5*time.Millisecond, "the daemon's long poll is never held")
+	require.Eventually(t, func() bool { return plane.HeldNow() == 1 }, 30*time.Second, 5*time.Millisecond, "the daemon's long poll is never held")
 
 	posted := time.Now()
-	plane.post(outbox.Directive{ID: "estop-1", Action: "estop", Reason: "incident 4711", Operator: "alice@cp"})
-	raw := plane.awaitReceipt(t, "estop-1")
+	plane.Post(outbox.Directive{ID: "estop-1", Action: "estop", Reason: "incident 4711", Operator: "alice@cp"})
+	raw := plane.AwaitReceipt(t, "estop-1")
 	took := time.Since(posted)
 	t.Logf("e-stop of %d agents: receipt %s after the directive was posted", n, took)
 	assert.Less(t, took, 5*time.Second)
@@ -193,7 +73,7 @@ func TestDaemonEstopDirectiveReceipt(t *testing.T) {
 		assert.True(t, run.TreeEmpty, run.AgentID)
 		assert.True(t, run.Revoked, run.AgentID)
 		fromReceipt = append(fromReceipt, run.CertID)
-		assert.Equal(t, 1, plane.eventsFor(run.CertID), "the certificate %s was not delivered before its receipt", run.CertID)
+		assert.Equal(t, 1, plane.EventsFor(run.CertID), "the certificate %s was not delivered before its receipt", run.CertID)
 	}
 	for _, c := range d.certs() {
 		assert.Equal(t, "manual", c["trigger_type"])
@@ -207,9 +87,9 @@ func TestDaemonEstopDirectiveReceipt(t *testing.T) {
 
 	// Sent again (the control plane lost the receipt): acknowledged again
 	// with the same bytes; no kill, no certificate.
-	require.Eventually(t, func() bool { return plane.heldNow() == 1 }, 10*time.Second, 5*time.Millisecond)
-	plane.post(outbox.Directive{ID: "estop-1", Action: "estop", Reason: "incident 4711", Operator: "alice@cp"})
-	assert.Equal(t, raw, plane.awaitReceipt(t, "estop-1"))
+	require.Eventually(t, func() bool { return plane.HeldNow() == 1 }, 10*time.Second, 5*time.Millisecond)
+	plane.Post(outbox.Directive{ID: "estop-1", Action: "estop", Reason: "incident 4711", Operator: "alice@cp"})
+	assert.Equal(t, raw, plane.AwaitReceipt(t, "estop-1"))
 	assert.Len(t, d.certs(), n)
 	assert.Equal(t, 1, strings.Count(d.logText(), "E-STOP: stopping every agent"), "the e-stop ran twice")
 }
@@ -223,15 +103,15 @@ func TestDaemonFailsClosedWithoutControlPlane(t *testing.T) {
 	t.Cleanup(func() { requireNoSurvivors(t, m) })
 	plane := newEstopPlane(t)
 	const after = 2 * time.Second
-	d := startDaemon(t, fmt.Sprintf("control_plane: {url: %q, poll_interval: 500ms, timeout: 2s, fail_closed_after: %s}\n", plane.url(), after))
+	d := startDaemon(t, fmt.Sprintf("control_plane: {url: %q, poll_interval: 500ms, timeout: 2s, fail_closed_after: %s}\n", plane.URL(), after))
 	for _, id := range []string{"f0", "f1"} {
 		d.writeAgent(id, sleeper(t, id, m, "checks: {heartbeat_timeout: 0s}\n"))
 	}
 	require.Eventually(t, func() bool { return len(survivors(m)) == 2 }, 30*time.Second, 20*time.Millisecond)
-	require.Eventually(t, func() bool { return plane.heldNow() == 1 }, 30*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return plane.HeldNow() == 1 }, 30*time.Second, 5*time.Millisecond)
 
 	gone := time.Now()
-	plane.close()
+	plane.Close()
 	require.Eventually(t, func() bool { return len(survivors(m)) == 0 }, after+15*time.Second, 20*time.Millisecond)
 	took := time.Since(gone)
 	t.Logf("fail_closed_after %s: agents dead %s after the control plane went away", after, took)

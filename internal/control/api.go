@@ -228,6 +228,11 @@ type SamplerError struct {
 	// kernel checks have seen nothing since. Absent once a sample
 	// succeeded again.
 	BlindSince time.Time `json:"blind_since,omitzero"`
+	// FDsBlindSince is the first failure since the tree's descriptors
+	// were last counted: the fds check has seen nothing since, the other
+	// kernel checks see unless BlindSince is set too. Absent once they
+	// are counted again.
+	FDsBlindSince time.Time `json:"fds_blind_since,omitzero"`
 }
 
 // MessageCounts are the heartbeat sockets' counters: messages read

@@ -50,7 +50,8 @@ func wireRun(st supervisor.Status) *control.RunStatus {
 		r.Tree.Denials = &n
 	}
 	if e := st.SamplerError; e != nil {
-		r.SamplerError = &control.SamplerError{Error: e.Err, At: e.At.UTC(), Failures: e.Failures, BlindSince: utc(e.BlindSince)}
+		r.SamplerError = &control.SamplerError{Error: e.Err, At: e.At.UTC(), Failures: e.Failures, BlindSince: utc(e.BlindSince),
+			FDsBlindSince: utc(e.FDsBlindSince)}
 	}
 	if st.Trigger != nil {
 		t := wireSymptom(*st.Trigger)

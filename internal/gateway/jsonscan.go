@@ -142,6 +142,23 @@ func (s *jsonScan) next(closing byte) (more bool) {
 	return false
 }
 
+// object walks an object's members: member gets each key, with the
+// cursor at its value, and reads or skips the value, or returns false to
+// give the scan up. object is false when the value is no object, a key
+// is not plain, member gave up, or the syntax is bad.
+func (s *jsonScan) object(member func(k []byte) bool) bool {
+	if s.peek() != '{' {
+		return false
+	}
+	for more := s.open('{'); more; more = s.next('}') {
+		k, ok := s.key()
+		if !ok || !member(k) || s.bad {
+			return false
+		}
+	}
+	return !s.bad
+}
+
 // key reads an object member's key and its colon. ok is false for a key
 // that is not plain (an escape, a byte past ASCII): the scan is then bad,
 // since encoding/json may match it where a plain comparison would not.

@@ -102,7 +102,10 @@ func (u *endless) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		u.served.Add(1)
-		time.Sleep(200 * time.Microsecond) // a model's pace, faster than any
+		// The pace is the behaviour under test, not a wait: a model
+		// streams its tokens over time and the gateway must cut the
+		// stream while it flows. 200µs an event is faster than any model.
+		time.Sleep(200 * time.Microsecond)
 	}
 	for _, ev := range end {
 		if strings.Contains(ev, "%d") {

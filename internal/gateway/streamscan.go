@@ -26,11 +26,7 @@ func (m *chatStream) scan(data []byte) bool {
 	var n int
 	var counted int64
 	var seen members
-	for more := s.open('{'); more; more = s.next('}') {
-		k, ok := s.key()
-		if !ok {
-			return false
-		}
+	ok := s.object(func(k []byte) bool {
 		switch {
 		case is(k, "id"):
 			seen.once(&s, 1)
@@ -63,11 +59,9 @@ func (m *chatStream) scan(data []byte) bool {
 		default:
 			s.skip(0)
 		}
-		if s.bad {
-			return false
-		}
-	}
-	if !s.end() {
+		return true
+	})
+	if !ok || !s.end() {
 		return false
 	}
 	if m.r.model == "" && model != nil {
@@ -92,52 +86,35 @@ func (m *chatStream) scan(data []byte) bool {
 // scanChatChoice reads one choice of a chunk: its index and the tokens of
 // its delta's text.
 func scanChatChoice(s *jsonScan) (index int, counted int64, ok bool) {
-	if s.peek() != '{' {
-		return 0, 0, false
-	}
 	var seen members
-	for more := s.open('{'); more; more = s.next('}') {
-		k, ok := s.key()
-		if !ok {
-			return 0, 0, false
-		}
+	ok = s.object(func(k []byte) bool {
+		var ok bool
 		switch {
 		case is(k, "index"):
 			seen.once(s, 1)
-			if index, ok = scanInt(s.value()); !ok {
-				return 0, 0, false
-			}
+			index, ok = scanInt(s.value())
+			return ok
 		case is(k, "delta"):
 			seen.once(s, 2)
-			if counted, ok = scanChatDelta(s); !ok {
-				return 0, 0, false
-			}
+			counted, ok = scanChatDelta(s)
+			return ok
 		case is(k, "finish_reason"):
 			seen.once(s, 4)
 			if v := s.value(); s.bad || string(v) != "null" {
-				return 0, 0, false // a choice's end: the full decode keeps its reason
+				return false // a choice's end: the full decode keeps its reason
 			}
 		default:
 			s.skip(0)
 		}
-		if s.bad {
-			return 0, 0, false
-		}
-	}
-	return index, counted, !s.bad
+		return true
+	})
+	return index, counted, ok
 }
 
 // scanChatDelta reads a delta without tool calls: the tokens of its text.
 func scanChatDelta(s *jsonScan) (counted int64, ok bool) {
-	if s.peek() != '{' {
-		return 0, false
-	}
 	var seen members
-	for more := s.open('{'); more; more = s.next('}') {
-		k, ok := s.key()
-		if !ok {
-			return 0, false
-		}
+	ok = s.object(func(k []byte) bool {
 		switch {
 		case is(k, "content"):
 			seen.once(s, 1)
@@ -152,15 +129,13 @@ func scanChatDelta(s *jsonScan) (counted int64, ok bool) {
 			seen.once(s, 8)
 			counted += scanDeltaTokens(s.value())
 		case is(k, "tool_calls"), is(k, "function_call"):
-			return 0, false
+			return false
 		default:
 			s.skip(0)
 		}
-		if s.bad {
-			return 0, false
-		}
-	}
-	return counted, !s.bad
+		return true
+	})
+	return counted, ok
 }
 
 // scan reads an output delta (response.output_text.delta and the other
@@ -169,11 +144,7 @@ func (m *responsesStream) scan(data []byte) bool {
 	s := jsonScan{b: data}
 	var typ, seq, delta []byte
 	var seen members
-	for more := s.open('{'); more; more = s.next('}') {
-		k, ok := s.key()
-		if !ok {
-			return false
-		}
+	ok := s.object(func(k []byte) bool {
 		switch {
 		case is(k, "type"):
 			seen.once(&s, 1)
@@ -192,11 +163,9 @@ func (m *responsesStream) scan(data []byte) bool {
 		default:
 			s.skip(0)
 		}
-		if s.bad {
-			return false
-		}
-	}
-	if !s.end() {
+		return true
+	})
+	if !ok || !s.end() {
 		return false
 	}
 	t, ok := plainString(typ)
@@ -219,11 +188,7 @@ func (m *messagesStream) scan(data []byte) bool {
 	var typ []byte
 	var counted int64
 	var seen members
-	for more := s.open('{'); more; more = s.next('}') {
-		k, ok := s.key()
-		if !ok {
-			return false
-		}
+	ok := s.object(func(k []byte) bool {
 		switch {
 		case is(k, "type"):
 			seen.once(&s, 1)
@@ -235,6 +200,7 @@ func (m *messagesStream) scan(data []byte) bool {
 			}
 		case is(k, "delta"):
 			seen.once(&s, 4)
+			var ok bool
 			if counted, ok = scanMessagesDelta(&s); !ok {
 				return false
 			}
@@ -243,11 +209,9 @@ func (m *messagesStream) scan(data []byte) bool {
 		default:
 			s.skip(0)
 		}
-		if s.bad {
-			return false
-		}
-	}
-	if !s.end() {
+		return true
+	})
+	if !ok || !s.end() {
 		return false
 	}
 	t, _ := plainString(typ)
@@ -263,20 +227,13 @@ func (m *messagesStream) scan(data []byte) bool {
 
 // scanMessagesDelta reads a delta of text or thinking: its tokens.
 func scanMessagesDelta(s *jsonScan) (counted int64, ok bool) {
-	if s.peek() != '{' {
-		return 0, false
-	}
 	var seen members
-	for more := s.open('{'); more; more = s.next('}') {
-		k, ok := s.key()
-		if !ok {
-			return 0, false
-		}
+	ok = s.object(func(k []byte) bool {
 		switch {
 		case is(k, "type"):
 			seen.once(s, 1)
 			if v := s.value(); len(v) == 0 || v[0] != '"' {
-				return 0, false
+				return false
 			}
 		case is(k, "text"):
 			seen.once(s, 2)
@@ -285,13 +242,11 @@ func scanMessagesDelta(s *jsonScan) (counted int64, ok bool) {
 			seen.once(s, 4)
 			counted += scanDeltaTokens(s.value())
 		case is(k, "partial_json"):
-			return 0, false
+			return false
 		default:
 			s.skip(0)
 		}
-		if s.bad {
-			return 0, false
-		}
-	}
-	return counted, !s.bad
+		return true
+	})
+	return counted, ok
 }

@@ -7,10 +7,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,137 +19,15 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/outbox/outboxtest"
 )
 
-// holdingPlane is a control plane on loopback that holds each GET
-// /directives until a directive is posted or the request's ?wait= ends
-// (hold false: it answers at once), and records the receipts.
-type holdingPlane struct {
-	srv  *httptest.Server
-	hold bool
-	// refuseWait answers 400 to a request with ?wait=.
-	refuseWait bool
-
-	mu       sync.Mutex
-	next     []Directive   // served to the next request
-	posted   chan struct{} // closed and replaced when next is set
-	held     int           // requests being held now
-	gets     []string      // the raw query of every GET
-	receipts map[string][][]byte
-	got      chan string // directive id of each receipt
-	quit     chan struct{}
-}
-
-func newHoldingPlane(t *testing.T, hold bool) *holdingPlane {
-	p := &holdingPlane{hold: hold, posted: make(chan struct{}), receipts: map[string][][]byte{},
-		got: make(chan string, 100), quit: make(chan struct{})}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/directives", p.directives)
-	mux.HandleFunc("POST /api/directives/{id}/receipts", p.receipt)
-	p.srv = httptest.NewServer(mux)
-	t.Cleanup(p.close)
+// newPlane is a control plane on loopback for outbox's directives; hold
+// false: it answers at once.
+func newPlane(t *testing.T, hold bool) *outboxtest.Plane[Directive] {
+	p := outboxtest.New(t, func(d Directive) string { return d.ID })
+	p.Hold = hold
 	return p
-}
-
-func (p *holdingPlane) url() string { return p.srv.URL + "/api" }
-
-// close stops the server: held requests end, later ones are refused.
-func (p *holdingPlane) close() {
-	p.mu.Lock()
-	select {
-	case <-p.quit:
-	default:
-		close(p.quit)
-	}
-	p.mu.Unlock()
-	p.srv.Close()
-}
-
-func (p *holdingPlane) directives(w http.ResponseWriter, r *http.Request) {
-	wait, _ := time.ParseDuration(r.URL.Query().Get("wait"))
-	p.mu.Lock()
-	p.gets = append(p.gets, r.URL.RawQuery)
-	if p.refuseWait && wait > 0 {
-		p.mu.Unlock()
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	if len(p.next) == 0 && p.hold && wait > 0 {
-		posted := p.posted
-		p.held++
-		p.mu.Unlock()
-		t := time.NewTimer(wait)
-		select {
-		case <-posted:
-		case <-t.C:
-		case <-p.quit:
-		case <-r.Context().Done():
-		}
-		t.Stop()
-		p.mu.Lock()
-		p.held--
-	}
-	ds := p.next
-	p.mu.Unlock()
-	if len(ds) == 0 {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	json.NewEncoder(w).Encode(map[string]any{"directives": ds})
-}
-
-func (p *holdingPlane) receipt(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	p.mu.Lock()
-	id := r.PathValue("id")
-	p.receipts[id] = append(p.receipts[id], b)
-	// Acknowledged: no longer served.
-	p.next = slices.DeleteFunc(slices.Clone(p.next), func(d Directive) bool { return d.ID == id })
-	p.mu.Unlock()
-	w.WriteHeader(http.StatusCreated)
-	p.got <- r.PathValue("id")
-}
-
-// post makes ds what the control plane serves from now on, and answers
-// the requests it holds.
-func (p *holdingPlane) post(ds ...Directive) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.next = ds
-	close(p.posted)
-	p.posted = make(chan struct{})
-}
-
-func (p *holdingPlane) heldNow() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.held
-}
-
-func (p *holdingPlane) queries() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.gets...)
-}
-
-// awaitReceipt waits for the next receipt of id and returns its bytes.
-func (p *holdingPlane) awaitReceipt(t *testing.T, id string) []byte {
-	t.Helper()
-	timeout := time.NewTimer(10 * time.Second)
-	defer timeout.Stop()
-	for {
-		select {
-		case got := <-p.got:
-			if got == id {
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				rs := p.receipts[id]
-				return rs[len(rs)-1]
-			}
-		case <-timeout.C:
-			t.Fatalf("no receipt for %s", id)
-		}
-	}
 }
 
 // runLink runs a Link to plane with cp's settings for h until the test
@@ -178,7 +54,7 @@ func runLink(t *testing.T, cp config.ControlPlane, signer *certs.Signer, h Host)
 // it is acknowledged again with the same bytes and not carried out again.
 func TestLongPollDirectiveAcknowledged(t *testing.T) {
 	t.Parallel()
-	plane := newHoldingPlane(t, true)
+	plane := newPlane(t, true)
 	_, priv, err := ed25519.GenerateKey(nil)
 	require.NoError(t, err)
 	signer, err := certs.NewSigner(priv)
@@ -191,12 +67,12 @@ func TestLongPollDirectiveAcknowledged(t *testing.T) {
 	}}
 	// A poll interval far beyond the test: only the long poll can
 	// bring the directive in time.
-	runLink(t, config.ControlPlane{URL: plane.url(), PollInterval: time.Minute, Timeout: 5 * time.Second, MaxOutbox: 10}, signer, h)
-	require.Eventually(t, func() bool { return plane.heldNow() == 1 }, 10*time.Second, time.Millisecond)
-	assert.Equal(t, "host=host-1&wait=30s", plane.queries()[0])
+	runLink(t, config.ControlPlane{URL: plane.URL(), PollInterval: time.Minute, Timeout: 5 * time.Second, MaxOutbox: 10}, signer, h)
+	require.Eventually(t, func() bool { return plane.HeldNow() == 1 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, "host=host-1&wait=30s", plane.Queries()[0])
 
 	posted := time.Now()
-	plane.post(Directive{ID: "e1", Action: ActionEstop, Reason: "incident", Operator: "alice"})
+	plane.Post(Directive{ID: "e1", Action: ActionEstop, Reason: "incident", Operator: "alice"})
 	select {
 	case d := <-acted:
 		assert.Equal(t, Directive{ID: "e1", Action: ActionEstop, Reason: "incident", Operator: "alice"}, d)
@@ -204,7 +80,7 @@ func TestLongPollDirectiveAcknowledged(t *testing.T) {
 		t.Fatal("the directive never reached the host")
 	}
 	reached := time.Since(posted)
-	raw := plane.awaitReceipt(t, "e1")
+	raw := plane.AwaitReceipt(t, "e1")
 	t.Logf("directive reached the host %s after it was posted; receipt %s after", reached, time.Since(posted))
 	assert.Less(t, reached, 5*time.Second)
 
@@ -225,9 +101,9 @@ func TestLongPollDirectiveAcknowledged(t *testing.T) {
 
 	// The control plane sends e1 again (it lost the receipt, say):
 	// acknowledged again, byte for byte, never carried out again.
-	require.Eventually(t, func() bool { return plane.heldNow() == 1 }, 10*time.Second, time.Millisecond)
-	plane.post(Directive{ID: "e1", Action: ActionEstop, Reason: "incident", Operator: "alice"})
-	again := plane.awaitReceipt(t, "e1")
+	require.Eventually(t, func() bool { return plane.HeldNow() == 1 }, 10*time.Second, time.Millisecond)
+	plane.Post(Directive{ID: "e1", Action: ActionEstop, Reason: "incident", Operator: "alice"})
+	again := plane.AwaitReceipt(t, "e1")
 	assert.Equal(t, raw, again)
 	assert.Empty(t, acted, "a repeated directive id was carried out again")
 }
@@ -246,21 +122,28 @@ func TestLongPollFallsBackToPolling(t *testing.T) {
 }
 
 func fallsBack(t *testing.T, refuse bool) {
-	plane := newHoldingPlane(t, false)
-	plane.refuseWait = refuse
+	plane := newPlane(t, false)
+	plane.RefuseWait = refuse
 	h := &testHost{act: func(context.Context, Directive) Acted { return Acted{} }}
-	runLink(t, config.ControlPlane{URL: plane.url(), PollInterval: 50 * time.Millisecond, Timeout: 5 * time.Second, MaxOutbox: 10}, nil, h)
-	time.Sleep(time.Second)
-	qs := plane.queries()
-	// 1s at 50ms ± 20%: about 20 requests (the agents' poll asks for
-	// no agent here); a loop that does not wait would make thousands.
-	assert.GreaterOrEqual(t, len(qs), 5, "refuse=%v", refuse)
-	assert.LessOrEqual(t, len(qs), 30, "refuse=%v", refuse)
+	runLink(t, config.ControlPlane{URL: plane.URL(), PollInterval: 50 * time.Millisecond, Timeout: 5 * time.Second, MaxOutbox: 10}, nil, h)
+	const n = 8
+	require.Eventually(t, func() bool { return len(plane.Queries()) >= n }, 10*time.Second, 5*time.Millisecond)
+	qs, at := plane.Queries()[:n], plane.Arrivals()[:n]
+	// Each request after a plain answer waits the poll interval, 50ms
+	// less its 20% jitter: a loop that does not wait would send the
+	// next at once. The one after the refused ?wait= goes at once.
+	first := 1
+	if refuse {
+		first = 2
+	}
+	for i := first; i < n; i++ {
+		assert.GreaterOrEqual(t, at[i].Sub(at[i-1]), 40*time.Millisecond, "request %d came %s after the one before (refuse=%v)", i, at[i].Sub(at[i-1]), refuse)
+	}
 	if refuse {
 		assert.Equal(t, "host=host-1&wait=30s", qs[0])
-		assert.Equal(t, "host=host-1", qs[len(qs)-1], "still asking for a long poll the control plane refused")
+		assert.Equal(t, "host=host-1", qs[n-1], "still asking for a long poll the control plane refused")
 	} else {
-		assert.Equal(t, "host=host-1&wait=30s", qs[len(qs)-1], "a control plane may start holding later")
+		assert.Equal(t, "host=host-1&wait=30s", qs[n-1], "a control plane may start holding later")
 	}
 }
 
@@ -268,7 +151,7 @@ func fallsBack(t *testing.T, refuse bool) {
 // plane that is down gets it once it is back.
 func TestReceiptQueuedWhileUnreachable(t *testing.T) {
 	t.Parallel()
-	plane := newHoldingPlane(t, false)
+	plane := newPlane(t, false)
 	var mu sync.Mutex
 	down := true
 	mux := http.NewServeMux()
@@ -280,11 +163,11 @@ func TestReceiptQueuedWhileUnreachable(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
-		plane.srv.Config.Handler.ServeHTTP(w, r)
+		plane.Handler().ServeHTTP(w, r)
 	})
 	front := httptest.NewServer(mux)
 	t.Cleanup(front.Close)
-	plane.post(Directive{ID: "k1", Action: ActionKill, Agents: []string{"a"}})
+	plane.Post(Directive{ID: "k1", Action: ActionKill, Agents: []string{"a"}})
 	h := &testHost{act: func(context.Context, Directive) Acted { return Acted{Runs: []RunEnded{{AgentID: "a", CertID: "c1"}}} }}
 	l := runLink(t, config.ControlPlane{URL: front.URL + "/api", PollInterval: 50 * time.Millisecond, Timeout: 5 * time.Second, MaxOutbox: 10}, nil, h)
 	require.Eventually(t, func() bool { return l.Outbox.IsPending(receiptKey("", "k1")) }, 10*time.Second, 5*time.Millisecond)
@@ -296,7 +179,7 @@ func TestReceiptQueuedWhileUnreachable(t *testing.T) {
 	case l.Outbox.flush <- struct{}{}: // cut the backoff short
 	default:
 	}
-	raw := plane.awaitReceipt(t, "k1")
+	raw := plane.AwaitReceipt(t, "k1")
 	var r Receipt
 	require.NoError(t, json.Unmarshal(raw, &r))
 	assert.Nil(t, r.Signature)
@@ -309,24 +192,26 @@ func TestReceiptQueuedWhileUnreachable(t *testing.T) {
 // fail_closed_after and a little, once.
 func TestDeadmanTripsWhenTheControlPlaneGoesAway(t *testing.T) {
 	t.Parallel()
-	plane := newHoldingPlane(t, true)
+	plane := newPlane(t, true)
 	h := &testHost{act: func(context.Context, Directive) Acted { return Acted{} }}
 	const after = 450 * time.Millisecond
-	runLink(t, config.ControlPlane{URL: plane.url(), PollInterval: 100 * time.Millisecond, Timeout: time.Second,
+	runLink(t, config.ControlPlane{URL: plane.URL(), PollInterval: 100 * time.Millisecond, Timeout: time.Second,
 		MaxOutbox: 10, FailClosedAfter: after}, nil, h)
-	require.Eventually(t, func() bool { return plane.heldNow() == 1 }, 10*time.Second, time.Millisecond)
-	assert.Equal(t, "host=host-1&wait=150ms", plane.queries()[0], "a long poll shorter than fail_closed_after")
-	time.Sleep(after * 3 / 2)
+	require.Eventually(t, func() bool { return plane.HeldNow() == 1 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, "host=host-1&wait=150ms", plane.Queries()[0], "a long poll shorter than fail_closed_after")
+	// Five requests: four long polls held their 150ms and answered, over
+	// 600ms of contact, more than fail_closed_after.
+	require.Eventually(t, func() bool { return len(plane.Queries()) >= 5 }, 10*time.Second, time.Millisecond)
 	require.Empty(t, h.failClosed(), "tripped while the control plane answered")
 
 	gone := time.Now()
-	plane.close()
+	plane.Close()
 	require.Eventually(t, func() bool { return len(h.failClosed()) > 0 }, 10*time.Second, 5*time.Millisecond)
 	took := time.Since(gone)
 	t.Logf("dead-man tripped %s after the control plane went away (fail_closed_after %s)", took, after)
 	assert.Less(t, took, after+2*time.Second)
 	unreachable := h.failClosed()[0]
 	assert.GreaterOrEqual(t, unreachable, after)
-	time.Sleep(after)
-	assert.Len(t, h.failClosed(), 1, "tripped once per outage")
+	// That it trips once per outage, and again after the next contact,
+	// is TestDeadmanTripsOncePerOutage's, on virtual time.
 }

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -66,6 +67,33 @@ var helpers = map[string]func(args []string) error{
 			return err
 		}
 		return gc.Wait()
+	},
+	// undumpable keep-fds|no-fds: make ourselves non-dumpable
+	// (prctl(2) PR_SET_DUMPABLE 0), so that our /proc/PID/fd is
+	// another uid's to read only with CAP_SYS_PTRACE, then wait. With
+	// no-fds, close every descriptor once ready (the readiness is the
+	// end of stdout) and wait for SIGKILL: a process with none, whose fd
+	// directory reports a size of 0, so that a count must list it.
+	"undumpable": func(args []string) error {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			return os.NewSyscallError("prctl", err)
+		}
+		if args[0] != "no-fds" {
+			return readyAndWait("")
+		}
+		// Raw closes, of descriptors the runtime does not use: no file
+		// went through its poller, and GODEBUG=containermaxprocs=0
+		// (startChild's caller) keeps it from holding the cgroup's CPU
+		// limit files open. Stdout last: its end is the readiness.
+		if err := unix.CloseRange(3, math.MaxUint32, 0); err != nil {
+			return os.NewSyscallError("close_range", err)
+		}
+		for _, fd := range []int{0, 2, 1} {
+			unix.Close(fd)
+		}
+		for {
+			unix.Pause()
+		}
 	},
 }
 

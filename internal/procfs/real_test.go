@@ -4,7 +4,10 @@
 package procfs
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
@@ -12,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
 // These tests read the real /proc about real child processes.
@@ -229,4 +234,80 @@ func TestPageSize(t *testing.T) {
 			assert.EqualValues(t, kv[1], PageSize())
 		}
 	}
+}
+
+// asNobodyEnv marks the test binary re-executed as uid 65534 by a test
+// that runs as root.
+const asNobodyEnv = "HERMESKILL_PROCFS_TEST_AS_NOBODY"
+
+// asNobody runs the calling test itself in the test binary re-executed as
+// uid 65534, and reports whether the caller runs as root and so must
+// return: root reads every fd directory (it owns a non-dumpable process's
+// /proc/PID and has CAP_SYS_PTRACE), so only another user is refused.
+func asNobody(t *testing.T) bool {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return false
+	}
+	cmd := exec.Command(testnobody.Executable(t), "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Dir = testnobody.Dir(t)
+	cmd.Env = append(os.Environ(), asNobodyEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "--- PASS: "+t.Name(), "%s", out)
+	t.Logf("as uid %d:\n%s", testnobody.UID, out)
+	return true
+}
+
+// An fd directory the sampler may not read (a non-dumpable process, read
+// by another user) makes only the descriptor count short, with the reason
+// in FDsErr; the figures of its stat (which anyone may read) stay whole,
+// and no error blinds them. Two ways to a listing, the read that is
+// refused: a process with no descriptors (its fd directory's size says 0,
+// which tells nothing), and any process on a kernel before 6.2, whose fd
+// directories have no size (forced here by the Sampler's procfs flag).
+func TestRealUsageFDsUnreadable(t *testing.T) {
+	if asNobody(t) {
+		return
+	}
+	none := startChild(t, nil, []string{"GODEBUG=containermaxprocs=0"}, "undumpable", "no-fds")
+	t.Cleanup(func() { none.cmd.Process.Kill() }) // before startChild's wait
+	some := startChild(t, nil, nil, "undumpable", "keep-fds")
+	mine := startChild(t, nil, nil, "open-files", "2")
+
+	_, err := host.NumFDs(none.pid)
+	require.ErrorIs(t, err, fs.ErrPermission, "the premise: /proc/%d/fd is not ours to list", none.pid)
+	_, err = countDirents(host.path(some.pid, "fd"))
+	require.ErrorIs(t, err, fs.ErrPermission, "the premise: /proc/%d/fd is not ours to list", some.pid)
+
+	check := func(name string, u Usage, err error, unreadable ...*child) {
+		t.Helper()
+		require.NoError(t, err, "%s: an unreadable fd directory blinded the stat figures", name)
+		assert.Equal(t, 3, u.Procs, name)
+		assert.GreaterOrEqual(t, u.Threads, 3, name)
+		assert.Positive(t, u.RSSBytes, name)
+		require.Error(t, u.FDsErr, name)
+		assert.ErrorIs(t, u.FDsErr, fs.ErrPermission, name)
+		for _, c := range unreadable {
+			assert.Contains(t, u.FDsErr.Error(), fmt.Sprintf("fd %d:", c.pid), name)
+		}
+	}
+	pids := []int{none.pid, some.pid, mine.pid}
+	u, err := host.Usage(pids, true)
+	check("FS.Usage", u, err, none)
+	s := host.NewSampler(0)
+	defer s.Close()
+	u, err = s.Usage(pids, true)
+	check("Sampler", u, err, none)
+	s.procfs = false // a kernel before 6.2: every count is a listing
+	u, err = s.Usage(pids, true)
+	check("Sampler, listing", u, err, none, some)
+	mineFDs, err := host.NumFDs(mine.pid)
+	require.NoError(t, err)
+	assert.Equal(t, mineFDs, u.FDs, "the directories that could be read are counted")
+
+	u, err = s.Usage(pids, false)
+	require.NoError(t, err)
+	assert.NoError(t, u.FDsErr, "descriptors not asked for")
 }

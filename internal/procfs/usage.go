@@ -31,6 +31,11 @@ type Usage struct {
 	RSSBytes int64  // their resident set sizes
 	CPUTicks uint64 // their user plus system CPU time, in ClockTicks
 	FDs      int    // their open file descriptors, when asked for
+	// FDsErr is why FDs is short although asked for: the fd directories
+	// that could not be counted, joined (a process the caller may not
+	// ptrace, see NumFDs). The other figures come from the stat files
+	// alone and stay whole.
+	FDsErr error
 }
 
 // Usage sums the usage of pids, reading /proc/PID/stat of each and, when
@@ -38,9 +43,13 @@ type Usage struct {
 // open, a read and a close of its stat; a Sampler, which keeps the stat
 // files open between samples, brings that down to one pread(2).
 //
-// Processes that no longer exist are skipped. Other failures (an fd
-// directory the caller may not read) are returned joined, together with
-// the usage of everything that could be read, which stays meaningful.
+// Processes that no longer exist are skipped. A stat that cannot be read
+// for another reason is returned in the error, joined with the others,
+// together with the usage of everything that could be read. An fd
+// directory that cannot be counted (proc(5): it needs
+// PTRACE_MODE_READ_FSCREDS, which a set-user-ID or non-dumpable process,
+// or another user's, denies) is not an error of the whole: it is in
+// Usage.FDsErr, and only FDs is short.
 //
 // The sums are of the pids as they are now: a caller that tracks a tree
 // over time should check StartTimeTicks (Stat) to notice a recycled pid.
@@ -52,8 +61,8 @@ func (fs FS) Usage(pids []int, withFDs bool) (Usage, error) {
 // and Sampler differ only in how they read).
 func sumUsage(pids []int, withFDs bool, stat func(int) (Stat, error), numFDs func(int) (int, error)) (Usage, error) {
 	var (
-		u    Usage
-		errs []error
+		u             Usage
+		errs, fdsErrs []error
 	)
 	page := int64(PageSize())
 	for _, pid := range pids {
@@ -72,11 +81,12 @@ func sumUsage(pids []int, withFDs bool, stat func(int) (Stat, error), numFDs fun
 		if withFDs {
 			n, err := numFDs(pid)
 			if err != nil && !errors.Is(err, ErrNoProcess) {
-				errs = append(errs, err)
+				fdsErrs = append(fdsErrs, err)
 			}
 			u.FDs += n
 		}
 	}
+	u.FDsErr = errors.Join(fdsErrs...)
 	return u, errors.Join(errs...)
 }
 

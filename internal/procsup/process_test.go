@@ -4,9 +4,11 @@
 package procsup_test
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hermeskill/hermeskilld/internal/landlock"
 	"github.com/hermeskill/hermeskilld/internal/procfs"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/testchild"
@@ -198,4 +201,35 @@ func TestPollWaitRuntime(t *testing.T) {
 
 	c := testchild.Start(t, rt, "hang", procsup.Spec{})
 	require.Equal(t, 1, testchild.PidfdsOf(c.P.PID()), "pidfds of a child of the thread-waiting runtime")
+}
+
+// Start returns once the command's execve(2) has finished: right after
+// it, /proc/PID/cmdline is the command's argv, never the empty one of an
+// exec still loading the program (nor the exec stage's). The window is
+// microseconds wide, widest for a large dynamically linked program: a
+// thousand starts of python3 found it (about one start in a hundred)
+// before Start waited for it.
+func TestStartReturnsAfterExec(t *testing.T) {
+	const python = "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("no %s here, the program whose exec shows the window: %v", python, err)
+	}
+	starts := map[string]int{"plain": 1000}
+	if rt.LandlockABI() >= landlock.SignalsABI {
+		starts["exec stage"] = 50 // through the stage too: the race-built test binary, slow to start
+	}
+	for name, n := range starts {
+		t.Run(name, func(t *testing.T) {
+			r := landlock.Ruleset{ScopeSignals: name == "exec stage"}
+			for i := range n {
+				p, err := rt.Start(procsup.Spec{Argv: []string{python, "-c", "import time; time.sleep(60)", strconv.Itoa(i)}, Landlock: r})
+				require.NoError(t, err)
+				raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID()))
+				require.NoError(t, err)
+				require.Equal(t, python+"\x00-c\x00import time; time.sleep(60)\x00"+strconv.Itoa(i)+"\x00", string(raw), "start %d", i)
+				require.NoError(t, p.Signal(syscall.SIGKILL))
+				<-p.Done()
+			}
+		})
+	}
 }

@@ -138,7 +138,9 @@ func (rt *Runtime) IsHelper(pid int) bool {
 }
 
 // Start runs spec in its own process group, with PR_SET_PDEATHSIG=SIGKILL,
-// and starts the one goroutine that waits on it.
+// and starts the one goroutine that waits on it. It returns once the
+// command's execve(2) has finished (awaitExec): the process runs the
+// command, with its argv in /proc.
 func (rt *Runtime) Start(spec Spec) (*Process, error) {
 	if len(spec.Argv) == 0 {
 		return nil, &StartError{Code: 127, Err: errors.New("empty command")}
@@ -256,5 +258,6 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 			return nil, err
 		}
 	}
+	rt.awaitExec(proc)
 	return proc, nil
 }

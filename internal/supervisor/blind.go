@@ -23,47 +23,82 @@ type blindness struct {
 	after time.Duration
 }
 
-// sampleFailed records a failed sample at now: logged (at most once per
-// samplerLogEvery), shown in Status, and — once the kernel checks have
-// been blind for blindBound while one of them has a kill threshold, in
-// enforce mode — the run's terminal symptom internal_error: fail closed.
-func (l *loop) sampleFailed(err error, now time.Time) {
+// sampleFailed records a failed sample at now — fdsOnly: a sample that
+// could not count the tree's descriptors, its other figures seen —
+// logged (at most once per samplerLogEvery), shown in Status, and fatal
+// once blind too long: when the kernel checks have been blind for
+// blindBound while one of them has a kill threshold, or the fds check
+// alone has while it has one, an enforce-mode run's terminal symptom is
+// internal_error (fail closed). A check whose input was read goes on
+// judging: a set-user-ID child's fd directory does not blind memory,
+// procs or cpu_spin.
+func (l *loop) sampleFailed(err error, fdsOnly bool, now time.Time) {
 	b := &l.blind
-	next := SamplerError{Err: firstError(err), At: now, Failures: 1, BlindSince: now}
+	next := SamplerError{Err: firstError(err), At: now, Failures: 1, FDsBlindSince: now}
+	if !fdsOnly {
+		next.BlindSince = now
+	}
 	if p := b.last; p != nil {
 		next.Failures = p.Failures + 1
-		if !p.BlindSince.IsZero() {
+		if !fdsOnly && !p.BlindSince.IsZero() {
 			next.BlindSince = p.BlindSince
+		}
+		if !p.FDsBlindSince.IsZero() {
+			next.FDsBlindSince = p.FDsBlindSince
 		}
 	}
 	b.last = &next
-	blindFor := now.Sub(next.BlindSince)
 	if b.logged.IsZero() || now.Sub(b.logged) >= samplerLogEvery {
-		l.log.Error("kernel checks cannot sample the agent's processes", zap.String("error", next.Err),
+		msg, blindFor := "kernel checks cannot sample the agent's processes", now.Sub(next.BlindSince)
+		if fdsOnly {
+			msg, blindFor = "the fds check cannot count the agent's descriptors; the other kernel checks see", now.Sub(next.FDsBlindSince)
+		}
+		l.log.Error(msg, zap.String("error", next.Err),
 			zap.Duration("blind_for", blindFor), zap.Uint64("failures", next.Failures), zap.Int("not_logged", b.quiet))
 		b.logged, b.quiet = now, 0
 	} else {
 		b.quiet++
 	}
+	if l.state != StateRunning || l.a.Mode == config.ModeShadow {
+		return
+	}
 	bound := cmp.Or(b.after, blindBound(l.a.Checks))
-	if blindFor < bound || l.state != StateRunning || !killsOnSample(l.a.Checks) || l.a.Mode == config.ModeShadow {
+	var what string
+	var blindFor time.Duration
+	switch {
+	case !next.BlindSince.IsZero() && now.Sub(next.BlindSince) >= bound && killsOnSample(l.a.Checks):
+		what, blindFor = "kernel checks", now.Sub(next.BlindSince)
+	case now.Sub(next.FDsBlindSince) >= bound && killsOnFDs(l.a.Checks):
+		// Blind for the descriptors alone (or for them longer).
+		what, blindFor = "fds check", now.Sub(next.FDsBlindSince)
+	default:
 		return
 	}
 	s, _ := l.engine.HostStop(symptoms.InternalError, blindFor.String(),
-		fmt.Sprintf("kernel checks blind for %s: %s", roundBlind(blindFor), next.Err), now)
+		fmt.Sprintf("%s blind for %s: %s", what, roundBlind(blindFor), next.Err), now)
 	l.handle([]symptoms.Symptom{s})
 }
 
-// sampleSeen ends a blind stretch: the kernel checks see again.
-func (l *loop) sampleSeen() {
+// sampleSeen ends a blind stretch: the kernel checks see again, the fds
+// check too when fds (the descriptors were counted, or not asked for).
+func (l *loop) sampleSeen(fds bool) {
 	p := l.blind.last
-	if p == nil || p.BlindSince.IsZero() {
+	if p == nil || p.BlindSince.IsZero() && (!fds || p.FDsBlindSince.IsZero()) {
 		return
 	}
-	l.log.Info("kernel checks sample the agent's processes again", zap.Duration("blind_for", p.At.Sub(p.BlindSince)),
-		zap.Uint64("failures", p.Failures))
 	next := *p
-	next.BlindSince = time.Time{}
+	if !p.BlindSince.IsZero() {
+		l.log.Info("kernel checks sample the agent's processes again", zap.Duration("blind_for", p.At.Sub(p.BlindSince)),
+			zap.Uint64("failures", p.Failures))
+		next.BlindSince = time.Time{}
+	}
+	if fds && !p.FDsBlindSince.IsZero() {
+		if p.FDsBlindSince.Before(p.BlindSince) || p.BlindSince.IsZero() {
+			l.log.Info("the fds check counts the agent's descriptors again", zap.Duration("blind_for", p.At.Sub(p.FDsBlindSince)),
+				zap.Uint64("failures", p.Failures))
+		}
+		next.FDsBlindSince = time.Time{}
+	}
 	l.blind.last = &next
 }
 

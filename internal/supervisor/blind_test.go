@@ -35,8 +35,21 @@ func (f *fakeEffects) failSamples(err error) {
 func (f *fakeEffects) sampleWith(s symptoms.Sample) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.sampleErr, f.sampleOK = nil, s
+	f.sampleErr, f.sampleOK, f.fdsErr = nil, s, nil
 }
+
+// sampleWithoutFDs samples s, whose descriptors could not be counted
+// for err.
+func (f *fakeEffects) sampleWithoutFDs(s symptoms.Sample, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s.HaveFDs = false
+	f.sampleErr, f.sampleOK, f.fdsErr = nil, s, err
+}
+
+// errFDsEACCES is a count of descriptors refused, as the sampler words
+// it: the fd directory of a process hermeskilld may not ptrace.
+var errFDsEACCES = fmt.Errorf("fd 42: %w", os.NewSyscallError("open", unix.EACCES))
 
 // memoryKill is an agent whose memory check kills, sampled every iv.
 func memoryKill(iv time.Duration) *config.Agent {
@@ -163,6 +176,118 @@ func TestLoopBlindWithoutKillOnlyWarns(t *testing.T) {
 			time.Sleep(time.Second)
 			synctest.Wait()
 			require.Len(t, h.ladders(), 1)
+			h.fake.result <- escalate.Result{Empty: true}
+			<-h.out
+		})
+	})
+}
+
+// A tree whose descriptors cannot be counted blinds the fds check only:
+// memory, procs and cpu_spin go on judging (a memory kill kills on its
+// own reason, not internal_error), the run is not failed closed for
+// checks that see, and Status says the fds check is blind.
+func TestLoopBlindFDsOnly(t *testing.T) {
+	t.Run("the other checks judge", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := agentWith(config.Checks{Memory: &config.Sustained{Kill: 1 << 30}, FDs: &config.Sustained{Warn: 100}})
+			a.Checks.SampleInterval = time.Second
+			core, logs := observer.New(zapcore.InfoLevel)
+			h := startLoopLog(t, a, nil, zap.New(core))
+			began := time.Now()
+			h.fake.sampleWithoutFDs(symptoms.Sample{RSSBytes: 1 << 20, Procs: 3}, errFDsEACCES)
+			time.Sleep(5 * time.Minute)
+			synctest.Wait()
+			require.Empty(t, h.ladders(), "failed closed for checks that see")
+			st := h.status()
+			require.EqualValues(t, 1<<20, st.Sample.RSSBytes)
+			require.False(t, st.Sample.HaveFDs)
+			e := st.SamplerError
+			require.NotNil(t, e)
+			require.Equal(t, "fd 42: open: permission denied", e.Err)
+			require.True(t, e.BlindSince.IsZero(), "the kernel checks are not blind")
+			require.Equal(t, began.Add(time.Second), e.FDsBlindSince)
+			require.EqualValues(t, 300, e.Failures)
+			errs := logs.FilterLevelExact(zapcore.ErrorLevel).All()
+			require.Len(t, errs, 5, "once a minute")
+			require.Equal(t, "the fds check cannot count the agent's descriptors; the other kernel checks see", errs[0].Message)
+
+			// Memory over its kill threshold: killed for memory.
+			h.fake.sampleWithoutFDs(symptoms.Sample{RSSBytes: 2 << 30, Procs: 3}, errFDsEACCES)
+			time.Sleep(time.Second)
+			synctest.Wait()
+			l := h.ladders()
+			require.Len(t, l, 1)
+			require.Equal(t, symptoms.Memory, l[0].Check)
+			h.fake.result <- escalate.Result{Empty: true}
+			require.Equal(t, symptoms.Memory, (<-h.out).Trigger.Check)
+		})
+	})
+	t.Run("counted again", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			core, logs := observer.New(zapcore.InfoLevel)
+			a := agentWith(config.Checks{FDs: &config.Sustained{Kill: 1000}})
+			a.Checks.SampleInterval = time.Second
+			h := startLoopLog(t, a, nil, zap.New(core))
+			h.fake.sampleWithoutFDs(symptoms.Sample{RSSBytes: 1 << 20, Procs: 3}, errFDsEACCES)
+			time.Sleep(20 * time.Second)
+			synctest.Wait()
+			h.fake.sampleWith(symptoms.Sample{RSSBytes: 1 << 20, Procs: 3, FDs: 7, HaveFDs: true})
+			time.Sleep(time.Second)
+			synctest.Wait()
+			e := h.status().SamplerError
+			require.True(t, e.FDsBlindSince.IsZero(), "counting again")
+			require.Len(t, logs.FilterMessage("the fds check counts the agent's descriptors again").All(), 1)
+			require.Empty(t, logs.FilterMessage("kernel checks sample the agent's processes again").All(), "they never stopped")
+			require.Equal(t, 7, h.status().Sample.FDs)
+
+			h.fake.sampleWithoutFDs(symptoms.Sample{RSSBytes: 1 << 20, Procs: 3}, errFDsEACCES)
+			time.Sleep(30 * time.Second)
+			synctest.Wait()
+			require.Empty(t, h.ladders(), "a new stretch: 29s blind, not 50s")
+			h.l.kills <- killReq{operator: "test", reason: "done"}
+			synctest.Wait()
+			h.fake.result <- escalate.Result{Empty: true}
+			<-h.out
+		})
+	})
+	t.Run("fds kill fails closed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := agentWith(config.Checks{Memory: &config.Sustained{Kill: 1 << 30}, FDs: &config.Sustained{Kill: 1000}})
+			a.Checks.SampleInterval = time.Second
+			h := start(t, a)
+			first := time.Now().Add(time.Second)
+			h.fake.sampleWithoutFDs(symptoms.Sample{RSSBytes: 1 << 20, Procs: 3}, errFDsEACCES)
+			time.Sleep(time.Second + 30*time.Second - time.Nanosecond)
+			synctest.Wait()
+			require.Empty(t, h.ladders(), "blind for 29s: a warning only")
+			time.Sleep(time.Nanosecond)
+			synctest.Wait()
+			l := h.ladders()
+			require.Len(t, l, 1)
+			require.Equal(t, symptoms.InternalError, l[0].Check)
+			require.Equal(t, first.Add(30*time.Second), l[0].At)
+			require.Equal(t, "fds check blind for 30s: fd 42: open: permission denied", l[0].Message)
+			h.fake.result <- escalate.Result{Empty: true}
+			<-h.out
+		})
+	})
+	t.Run("a full failure then the descriptors", func(t *testing.T) {
+		// Blind for everything 10s, then for the descriptors 20s: the
+		// fds check has been blind 30s, and its kill fails closed.
+		synctest.Test(t, func(t *testing.T) {
+			a := agentWith(config.Checks{FDs: &config.Sustained{Kill: 1000}})
+			a.Checks.SampleInterval = time.Second
+			h := start(t, a)
+			h.fake.failSamples(errEMFILE)
+			time.Sleep(10 * time.Second)
+			synctest.Wait()
+			h.fake.sampleWithoutFDs(symptoms.Sample{RSSBytes: 1 << 20, Procs: 3}, errFDsEACCES)
+			time.Sleep(21 * time.Second)
+			synctest.Wait()
+			require.True(t, h.status().SamplerError.BlindSince.IsZero())
+			l := h.ladders()
+			require.Len(t, l, 1)
+			require.Equal(t, "fds check blind for 30s: fd 42: open: permission denied", l[0].Message)
 			h.fake.result <- escalate.Result{Empty: true}
 			<-h.out
 		})

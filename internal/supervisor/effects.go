@@ -210,15 +210,17 @@ func (r *Run) warn(s symptoms.Symptom) {
 	r.sock.Broadcast(heartbeat.WarningDirective(string(s.Check), s.Message))
 }
 
-func (r *Run) sample(c config.Checks, now time.Time) (symptoms.Sample, bool, error) {
-	s, ok, err := r.sampler.take(r.tree, c.FDs != nil, c.CPUSpin != nil, now)
-	if err != nil {
-		countSamplerFailure(err)
+func (r *Run) sample(c config.Checks, now time.Time) (symptoms.Sample, bool, error, error) {
+	s, ok, err, fdsErr := r.sampler.take(r.tree, c.FDs != nil, c.CPUSpin != nil, now)
+	for _, e := range []error{err, fdsErr} {
+		if e != nil {
+			countSamplerFailure(e)
+		}
 	}
 	if r.denials != nil && ok {
 		s.Denials, s.HaveDenials = r.denials.Count(), true
 	}
-	return s, ok, err
+	return s, ok, err, fdsErr
 }
 
 func (r *Run) heartbeats() heartbeat.StatsSnapshot { return r.sock.Stats() }

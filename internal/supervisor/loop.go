@@ -41,9 +41,10 @@ type effects interface {
 	// warn sends a warning directive to the agent's clients.
 	warn(s symptoms.Symptom)
 	// sample measures the tree for the kernel checks: ok is false when
-	// there was nothing to measure (the tree is gone); an error is a
-	// failure to read it (sampler.take).
-	sample(checks config.Checks, now time.Time) (s symptoms.Sample, ok bool, err error)
+	// there was nothing to measure (the tree is gone); err is a failure
+	// to read it, fdsErr one to count its descriptors only, beside a
+	// sample without them (sampler.take).
+	sample(checks config.Checks, now time.Time) (s symptoms.Sample, ok bool, err, fdsErr error)
 	// heartbeats are the socket's counters, for Status.
 	heartbeats() heartbeat.StatsSnapshot
 	// setBudget gives the run's LLM traffic the budget of a (a new agent
@@ -187,14 +188,17 @@ func (l *loop) run() Outcome {
 			l.handle(l.engine.Tick(l.at(time.Now())))
 		case now := <-sampleC:
 			sampleT.Reset(untilTick(time.Now(), iv))
-			s, ok, err := l.eff.sample(l.a.Checks, now)
+			s, ok, err, fdsErr := l.eff.sample(l.a.Checks, now)
 			switch {
 			case err != nil:
-				l.sampleFailed(err, l.at(now))
+				l.sampleFailed(err, false, l.at(now))
 			case ok:
-				l.sampleSeen()
+				l.sampleSeen(fdsErr == nil)
 				l.sample = s
 				l.handle(l.engine.ObserveSample(s, l.at(now)))
+				if fdsErr != nil {
+					l.sampleFailed(fdsErr, true, l.at(now))
+				}
 			}
 		case k := <-l.kills:
 			var s symptoms.Symptom

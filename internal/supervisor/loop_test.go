@@ -40,6 +40,8 @@ type fakeEffects struct {
 	// while it is zero).
 	sampleErr error
 	sampleOK  symptoms.Sample
+	// fdsErr comes with each sampleOK: its descriptors not counted.
+	fdsErr error
 }
 
 func newFake() *fakeEffects { return &fakeEffects{result: make(chan escalate.Result, 1)} }
@@ -82,13 +84,13 @@ func (f *fakeEffects) warn(s symptoms.Symptom) {
 	f.warns = append(f.warns, s)
 }
 
-func (f *fakeEffects) sample(config.Checks, time.Time) (symptoms.Sample, bool, error) {
+func (f *fakeEffects) sample(config.Checks, time.Time) (symptoms.Sample, bool, error, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.sampleErr != nil {
-		return symptoms.Sample{}, false, f.sampleErr
+		return symptoms.Sample{}, false, f.sampleErr, nil
 	}
-	return f.sampleOK, f.sampleOK != (symptoms.Sample{}), nil
+	return f.sampleOK, f.sampleOK != (symptoms.Sample{}), nil, f.fdsErr
 }
 
 func (f *fakeEffects) heartbeats() heartbeat.StatsSnapshot { return heartbeat.StatsSnapshot{} }

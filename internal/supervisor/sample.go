@@ -35,19 +35,23 @@ type sampler struct {
 // (cpu.stat makes the kernel flush its statistics: costly a thousand times
 // a second).
 //
-// ok is false with a nil error when there was nothing to measure: the
+// ok is false with nil errors when there was nothing to measure: the
 // tree's cgroup is empty, its processes are gone. Any other failure to
-// read (hermeskilld out of descriptors, a /proc file it may not read) is
-// the error, and no sample: a sum over the processes that could be read
+// read the tree (hermeskilld out of descriptors, a stat it may not read)
+// is err, and no sample: a sum over the processes that could be read
 // would understate the tree, and a kill threshold must not be judged on
-// it.
-func (s *sampler) take(t *procsup.Tree, withFDs, withCPU bool, now time.Time) (_ symptoms.Sample, ok bool, _ error) {
+// it. A descriptor count that fails alone (the fd directory of a
+// set-user-ID or non-dumpable process, or another user's, when
+// hermeskilld is not root: proc(5)) is fdsErr, with a sample whose
+// HaveFDs is false: the other figures do not depend on it, and their
+// checks go on judging.
+func (s *sampler) take(t *procsup.Tree, withFDs, withCPU bool, now time.Time) (_ symptoms.Sample, ok bool, err, fdsErr error) {
 	u, err := t.Usage(withFDs)
 	if errors.Is(err, io.EOF) {
-		return symptoms.Sample{}, false, nil // an empty cgroup.procs: the tree is gone
+		return symptoms.Sample{}, false, nil, nil // an empty cgroup.procs: the tree is gone
 	}
 	if err != nil {
-		return symptoms.Sample{}, false, err
+		return symptoms.Sample{}, false, err, nil
 	}
 	cpu := time.Duration(u.CPUTicks) * time.Second / procfs.ClockTicks
 	if withCPU {
@@ -65,8 +69,8 @@ func (s *sampler) take(t *procsup.Tree, withFDs, withCPU bool, now time.Time) (_
 	}
 	s.have, s.lastCPU, s.lastAt = true, cpu, now
 	s.peakRSS = max(s.peakRSS, rss)
-	s.last = symptoms.Sample{RSSBytes: rss, CPUPercent: pct, Procs: u.Threads, FDs: u.FDs, HaveFDs: withFDs}
-	return s.last, true, nil
+	s.last = symptoms.Sample{RSSBytes: rss, CPUPercent: pct, Procs: u.Threads, FDs: u.FDs, HaveFDs: withFDs && u.FDsErr == nil}
+	return s.last, true, nil, u.FDsErr
 }
 
 // Why a sample failed: hermeskill_sampler_failures_total's reason label.
@@ -121,6 +125,11 @@ type SamplerError struct {
 	// kernel checks have seen nothing since. Zero once a sample succeeded
 	// again.
 	BlindSince time.Time
+	// FDsBlindSince is the first failure since the tree's descriptors
+	// were last counted: the fds check has seen nothing since (the other
+	// kernel checks see, unless BlindSince is set too). Zero once they
+	// are counted again.
+	FDsBlindSince time.Time
 }
 
 // samplerLogEvery is how often a run whose samples keep failing logs it:
@@ -143,8 +152,13 @@ func blindBound(c config.Checks) time.Duration { return max(minBlind, 3*c.Sample
 // kill threshold in c: only then can blindness let a runaway live.
 func killsOnSample(c config.Checks) bool {
 	return c.Memory != nil && c.Memory.Kill > 0 || c.Procs != nil && c.Procs.Kill > 0 ||
-		c.FDs != nil && c.FDs.Kill > 0 || c.CPUSpin != nil && c.CPUSpin.Percent > 0
+		killsOnFDs(c) || c.CPUSpin != nil && c.CPUSpin.Percent > 0
 }
+
+// killsOnFDs reports whether the fds check has a kill threshold in c:
+// only then can a tree whose descriptors cannot be counted let a runaway
+// live.
+func killsOnFDs(c config.Checks) bool { return c.FDs != nil && c.FDs.Kill > 0 }
 
 // firstError is err as one line: a sample joins one error per process
 // that could not be read, and a thousand would not fit a log line or a
