@@ -39,14 +39,28 @@ type runner struct {
 	res        Result
 	mainGone   bool
 	mainLogged bool
+	examined   bool
 	released   bool
 }
 
-// release lets a held tree run again (Plan.Release), once.
+// examine runs the autopsy (Plan.Examine), once.
+func (r *runner) examine() {
+	if r.examined {
+		return
+	}
+	r.examined = true
+	if r.p.Examine != nil {
+		r.p.Examine()
+	}
+}
+
+// release lets a held tree run again (Plan.Release), once, after the
+// autopsy: a held tree's signals reach it only now.
 func (r *runner) release() {
 	if r.released {
 		return
 	}
+	r.examine()
 	r.released = true
 	if r.p.Release != nil {
 		r.p.Release()
@@ -106,8 +120,8 @@ func (r *runner) run() {
 		at := time.Now()
 		r.record(StepRevoked, at, r.p.Revoke())
 	}
-	if r.p.Examine != nil {
-		r.p.Examine()
+	if r.p.Hold == nil || !r.p.Hold() {
+		r.examine() // nothing holds the tree: the autopsy comes first
 	}
 	if r.t.Empty() {
 		r.res.Empty = true
@@ -162,10 +176,12 @@ func (r *runner) cooperative() bool {
 		r.record(StepCoopSignal, at, detail("signal", signalName(r.p.CoopSignal), "error", err))
 		asked = asked || err == nil
 	}
-	r.release()
 	if !asked {
-		return false // nobody to hear a cooperative request
+		// Nobody to hear a cooperative request: SIGTERM is the first
+		// signal, and a held tree is released after it (terminate).
+		return false
 	}
+	r.release()
 	// A stopped main process (SIGSTOP, Ctrl-Z, SIGTTOU) hears neither the
 	// signal nor the directive until it runs again: continue it, or the
 	// whole grace would be spent on an agent that cannot answer.
@@ -221,6 +237,7 @@ func (r *runner) terminate() bool {
 // kill runs stages 4-5.
 func (r *runner) kill() {
 	r.res.Reached = StageSIGKILL
+	r.examine() // a frozen tree still dies of SIGKILL: the autopsy first
 	at := time.Now()
 	n, method, err := r.t.KillTree()
 	r.release()
