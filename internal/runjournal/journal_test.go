@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -139,6 +140,11 @@ func TestWriteReusesSpare(t *testing.T) {
 	assert.Equal(t, "third", read(path))
 	assert.Equal(t, spareIno, ino(path), "the spare's inode now holds the entry")
 	assert.Equal(t, entryIno, ino(sparePath(path)), "and the entry's the spare")
+	// A shorter entry over a longer one's file leaves none of it behind.
+	require.NoError(t, Write(path, entry(d, "a", strings.Repeat("x", 5000))))
+	require.NoError(t, Write(path, entry(d, "a", "long gone")))
+	require.NoError(t, Write(path, entry(d, "a", "third")))
+	assert.Equal(t, "third", read(path))
 
 	var got []string
 	n, err := Recover(dir, func(e *Entry, _ *Killed) error { got = append(got, e.Marker); return nil })
