@@ -106,7 +106,8 @@ type Plan struct {
 	Acked   <-chan struct{}
 	AckWait time.Duration
 	// CoopSignal is sent to the main process at the cooperative stage; 0
-	// means none.
+	// means none. CoopGrace counts from the directive (or the signal),
+	// or, for a held tree, from its release: when the agent can act on it.
 	CoopSignal syscall.Signal
 	CoopGrace  time.Duration
 	TermGrace  time.Duration

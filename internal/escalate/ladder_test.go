@@ -498,3 +498,30 @@ func TestAutopsyBeforeSIGKILLOfHeldTree(t *testing.T) {
 	}
 	require.True(t, res.Empty)
 }
+
+// Sent to a held tree, the cooperative signal reaches the agent only at
+// the release, after the autopsy: the cooperative grace counts from the
+// release, so a slow autopsy takes nothing from the agent's grace.
+func TestCoopGraceCountsFromRelease(t *testing.T) {
+	tree, _ := start(t, "spin") // ignores SIGINT and SIGTERM
+	const autopsy = 250 * time.Millisecond
+	var released, sigterm time.Time
+	p := plan()
+	p.CoopGrace = 300 * time.Millisecond
+	p.Hold = func() bool { return true }       // as a frozen cgroup reports
+	p.Examine = func() { time.Sleep(autopsy) } // a slow autopsy, not a synchronisation
+	p.Release = func() { released = time.Now() }
+	p.OnStep = func(s escalate.Step) {
+		if s.Name == escalate.StepSIGTERM {
+			sigterm = s.At
+		}
+	}
+	res := escalate.Run(tree, p)
+	require.Equal(t, escalate.StageSIGKILL, res.Reached)
+	require.False(t, released.IsZero())
+	require.GreaterOrEqual(t, sigterm.Sub(released), p.CoopGrace,
+		"SIGTERM a whole grace after the release (%s after it)", sigterm.Sub(released))
+	require.Equal(t, escalate.StepCoopSignal, res.Steps[0].Name)
+	require.GreaterOrEqual(t, sigterm.Sub(res.Steps[0].At), p.CoopGrace+autopsy,
+		"the autopsy's time is not taken from the grace")
+}

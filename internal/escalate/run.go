@@ -41,6 +41,8 @@ type runner struct {
 	mainLogged bool
 	examined   bool
 	released   bool
+	held       bool      // Plan.Hold held the tree
+	releasedAt time.Time // when a held tree was let run
 }
 
 // examine runs the autopsy (Plan.Examine), once.
@@ -64,6 +66,9 @@ func (r *runner) release() {
 	r.released = true
 	if r.p.Release != nil {
 		r.p.Release()
+	}
+	if r.held {
+		r.releasedAt = time.Now()
 	}
 }
 
@@ -120,7 +125,7 @@ func (r *runner) run() {
 		at := time.Now()
 		r.record(StepRevoked, at, r.p.Revoke())
 	}
-	if r.p.Hold == nil || !r.p.Hold() {
+	if r.held = r.p.Hold != nil && r.p.Hold(); !r.held {
 		r.examine() // nothing holds the tree: the autopsy comes first
 	}
 	if r.t.Empty() {
@@ -188,8 +193,14 @@ func (r *runner) cooperative() bool {
 	_ = r.t.SignalMain(syscall.SIGCONT)
 	r.res.Reached = StageCooperative
 	// The grace counts from the directive: waiting for its
-	// acknowledgement does not delay SIGTERM.
+	// acknowledgement does not delay SIGTERM. Sent to a held tree, the
+	// directive or signal reaches the agent at the release, after the
+	// autopsy: the grace counts from then, or the autopsy would take its
+	// time out of the agent's.
 	at := time.Now()
+	if r.releasedAt.After(began) {
+		began = r.releasedAt
+	}
 	deadline := began.Add(r.p.CoopGrace)
 	ended := r.waitMain(time.Until(deadline))
 	if ended == "main_exited" {
