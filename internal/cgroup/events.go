@@ -122,6 +122,41 @@ func (g *Group) Thaw() error {
 	return nil
 }
 
+// RequestFreeze asks the kernel to freeze the group ("1" to
+// cgroup.freeze) and returns without waiting for it to be frozen;
+// WaitFrozen waits. The write itself marks every task of the group for
+// the freezer's trap before it returns (kernel/cgroup/freezer.c,
+// cgroup_freeze_task sets JOBCTL_TRAP_FREEZE and wakes the task): a
+// signal sent after it is taken by no task of the group until the thaw,
+// whose handling then runs first (get_signal(), kernel/signal.c, enters
+// the freezer's trap before it dequeues a signal). A fatal signal is the
+// exception: SIGKILL still kills.
+//
+// Errors: ErrFreezeUnsupported when there is no cgroup.freeze.
+func (g *Group) RequestFreeze() error {
+	name := filepath.Join(g.dir, "cgroup.freeze")
+	err := writeFile(name, "1")
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, derr := os.Stat(g.dir); derr != nil {
+			return fmt.Errorf("freeze %s: %w", g.dir, derr)
+		}
+		return ErrFreezeUnsupported
+	}
+	if err != nil {
+		return fmt.Errorf("freeze %s: %w", g.dir, err)
+	}
+	return nil
+}
+
+// WaitFrozen returns once cgroup.events says "frozen 1" (after
+// RequestFreeze), or with ctx's error.
+func (g *Group) WaitFrozen(ctx context.Context) error {
+	if err := waitEvents(ctx, g.dir, nil, frozenEvents); err != nil {
+		return fmt.Errorf("freeze %s: %w", g.dir, err)
+	}
+	return nil
+}
+
 func (g *Group) setFrozen(ctx context.Context, frozen bool) error {
 	name := filepath.Join(g.dir, "cgroup.freeze")
 	if _, err := os.Stat(name); errors.Is(err, fs.ErrNotExist) {

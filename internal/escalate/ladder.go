@@ -70,10 +70,20 @@ type Plan struct {
 	// refused); it returns the step's detail. It is the ladder's first
 	// step, even when hurried.
 	Revoke func() map[string]any
-	// Examine, when set, runs right after the revocation and before
-	// anything is sent to the agent, even when hurried: the caller's
-	// autopsy, which sees the tree as the decision found it and may hold
-	// it frozen until Release.
+	// Hold, when set, runs right after the revocation, even when
+	// hurried: it holds the tree as the decision found it (frozen) and
+	// reports whether it could. Held, the tree takes no signal the ladder
+	// sends until Release, so the ladder's first signal (or directive, or
+	// last words) goes out at once and Examine follows it, before
+	// Release; SIGKILL is the exception (a frozen process still dies of
+	// it), so when SIGKILL is the first signal Examine precedes it. Not
+	// held (or Hold nil), Examine runs at once, before anything is sent.
+	Hold func() bool
+	// Examine, when set, is the caller's autopsy, which must see the tree
+	// as the decision found it: it runs once, before anything is sent to
+	// a tree not held (Hold), and before the tree is released or killed
+	// otherwise — before any signal can have reached the agent, even when
+	// hurried, even for a tree already empty.
 	Examine func()
 	// Dump, when set, sends the agent's announced DUMP_SIGNAL (named by
 	// DumpSignal, for the record) to the process that announced it, before
@@ -96,7 +106,8 @@ type Plan struct {
 	Acked   <-chan struct{}
 	AckWait time.Duration
 	// CoopSignal is sent to the main process at the cooperative stage; 0
-	// means none.
+	// means none. CoopGrace counts from the directive (or the signal),
+	// or, for a held tree, from its release: when the agent can act on it.
 	CoopSignal syscall.Signal
 	CoopGrace  time.Duration
 	TermGrace  time.Duration
@@ -109,9 +120,9 @@ type Plan struct {
 	// OnStep is called after each step is recorded (audit log, events).
 	OnStep func(Step)
 	// Release, when set, lets a tree held frozen for the autopsy run
-	// again. The ladder calls it once: right after its first signal (or
-	// directive), so that signal is already pending when the tree thaws,
-	// and at the latest before its first wait. A signal sent just after a
+	// again. The ladder calls it once, after Examine: right after its
+	// first signal (or directive), so that signal is already pending when
+	// the tree thaws, and at the latest before its first wait. A signal sent just after a
 	// thaw can run the agent's handler without interrupting the blocking
 	// call it was thawed in (see procsup.Tree.Snapshot).
 	Release func()

@@ -399,3 +399,129 @@ func TestExamineAfterRevoke(t *testing.T) {
 		require.Equal(t, []string{escalate.StepRevoked}, steps(res))
 	})
 }
+
+// In cgroup mode the tree is held frozen at the decision and the ladder's
+// first signal goes out at once; the autopsy is read after it, before the
+// thaw. It still shows every process that signal kills (the fork tree's
+// children die of SIGTERM), the signal pending in each, and the signal
+// takes effect only once the tree is released. The first signal here is
+// SIGTERM (no cooperative stage), the case where the release once came
+// before the signal.
+func TestAutopsyReadAfterFirstSignalSeesTree(t *testing.T) {
+	m, err := cgroup.Detect(cgroup.Options{})
+	if errors.Is(err, cgroup.ErrUnavailable) {
+		t.Skipf("needs a writable cgroup v2 hierarchy to freeze the tree: %v", err)
+	}
+	require.NoError(t, err)
+	g, err := m.Create("ladder-held")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Remove() })
+	c := testchild.Start(t, rt, "fork-tree", procsup.Spec{CgroupFD: g.FD()}, "3")
+	require.Len(t, c.PIDs, 3)
+	tree := procsup.NewTree(rt, c.P, procsup.TreeOptions{AgentID: "ladder", Cgroup: g, Exclusive: true})
+
+	var held *procsup.Autopsy
+	var autopsy []procfs.Proc
+	var order []string
+	pending := map[int]string{}
+	p := plan()
+	p.CoopSignal = 0
+	p.Hold = func() bool {
+		order = append(order, "hold")
+		held = tree.Hold(true)
+		return held.Held()
+	}
+	p.Examine = func() {
+		order = append(order, "examine")
+		autopsy = held.Read(128)
+		for _, pid := range c.PIDs {
+			pending[pid] = shdPnd(t, pid)
+		}
+	}
+	p.Release = func() { order = append(order, "release"); held.Thaw() }
+	p.OnStep = func(s escalate.Step) { order = append(order, s.Name) }
+	res := escalate.Run(tree, p)
+
+	require.True(t, held.Held(), "a cgroup tree is held frozen")
+	require.Equal(t, []string{"hold", "examine", "release", escalate.StepSIGTERM}, order[:4],
+		"held, SIGTERM sent (recorded once the tree is released), autopsy, release")
+	got := map[int]procfs.Proc{}
+	for _, pr := range autopsy {
+		got[pr.PID] = pr
+	}
+	require.Contains(t, got, c.P.PID())
+	for _, pid := range c.PIDs {
+		require.Contains(t, got, pid, "the autopsy shows the child SIGTERM kills")
+		require.Equal(t, c.P.PID(), got[pid].PPID)
+		require.NotEqual(t, "Z", got[pid].State, "not yet dead when the autopsy was read")
+		mask, err := strconv.ParseUint(pending[pid], 16, 64)
+		require.NoError(t, err, "ShdPnd %q", pending[pid])
+		require.NotZero(t, mask&(1<<(syscall.SIGTERM-1)), "SIGTERM already pending in %d at the autopsy (ShdPnd %s)", pid, pending[pid])
+	}
+	require.Equal(t, escalate.StageSIGKILL, res.Reached, "the main process ignores SIGTERM")
+	require.Equal(t, 4, res.Steps[0].Detail["procs"], "SIGTERM went to the main process and its 3 children")
+	require.True(t, res.Empty)
+	for _, pid := range c.PIDs {
+		require.False(t, testchild.Exists(pid))
+	}
+}
+
+// Hurried, SIGKILL is the first signal; a frozen process still dies of
+// it, so the autopsy of a held tree is read before it.
+func TestAutopsyBeforeSIGKILLOfHeldTree(t *testing.T) {
+	m, err := cgroup.Detect(cgroup.Options{})
+	if errors.Is(err, cgroup.ErrUnavailable) {
+		t.Skipf("needs a writable cgroup v2 hierarchy to freeze the tree: %v", err)
+	}
+	require.NoError(t, err)
+	g, err := m.Create("ladder-held-kill")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Remove() })
+	c := testchild.Start(t, rt, "fork-tree", procsup.Spec{CgroupFD: g.FD()}, "2")
+	tree := procsup.NewTree(rt, c.P, procsup.TreeOptions{AgentID: "ladder", Cgroup: g, Exclusive: true})
+	hurry := make(chan struct{})
+	close(hurry)
+	var held *procsup.Autopsy
+	var autopsy []procfs.Proc
+	var order []string
+	p := plan()
+	p.Hurry = hurry
+	p.Hold = func() bool { held = tree.Hold(true); return held.Held() }
+	p.Examine = func() { order = append(order, "examine"); autopsy = held.Read(128) }
+	p.Release = func() { order = append(order, "release"); held.Thaw() }
+	p.OnStep = func(s escalate.Step) { order = append(order, s.Name) }
+	res := escalate.Run(tree, p)
+	require.Equal(t, []string{"examine", "release", escalate.StepSIGKILL}, order[:3])
+	require.Len(t, autopsy, 3, "the main process and its 2 children, alive at the autopsy")
+	for _, pr := range autopsy {
+		require.NotEqual(t, "Z", pr.State)
+	}
+	require.True(t, res.Empty)
+}
+
+// Sent to a held tree, the cooperative signal reaches the agent only at
+// the release, after the autopsy: the cooperative grace counts from the
+// release, so a slow autopsy takes nothing from the agent's grace.
+func TestCoopGraceCountsFromRelease(t *testing.T) {
+	tree, _ := start(t, "spin") // ignores SIGINT and SIGTERM
+	const autopsy = 250 * time.Millisecond
+	var released, sigterm time.Time
+	p := plan()
+	p.CoopGrace = 300 * time.Millisecond
+	p.Hold = func() bool { return true }       // as a frozen cgroup reports
+	p.Examine = func() { time.Sleep(autopsy) } // a slow autopsy, not a synchronisation
+	p.Release = func() { released = time.Now() }
+	p.OnStep = func(s escalate.Step) {
+		if s.Name == escalate.StepSIGTERM {
+			sigterm = s.At
+		}
+	}
+	res := escalate.Run(tree, p)
+	require.Equal(t, escalate.StageSIGKILL, res.Reached)
+	require.False(t, released.IsZero())
+	require.GreaterOrEqual(t, sigterm.Sub(released), p.CoopGrace,
+		"SIGTERM a whole grace after the release (%s after it)", sigterm.Sub(released))
+	require.Equal(t, escalate.StepCoopSignal, res.Steps[0].Name)
+	require.GreaterOrEqual(t, sigterm.Sub(res.Steps[0].At), p.CoopGrace+autopsy,
+		"the autopsy's time is not taken from the grace")
+}

@@ -39,17 +39,36 @@ type runner struct {
 	res        Result
 	mainGone   bool
 	mainLogged bool
+	examined   bool
 	released   bool
+	held       bool      // Plan.Hold held the tree
+	releasedAt time.Time // when a held tree was let run
 }
 
-// release lets a held tree run again (Plan.Release), once.
+// examine runs the autopsy (Plan.Examine), once.
+func (r *runner) examine() {
+	if r.examined {
+		return
+	}
+	r.examined = true
+	if r.p.Examine != nil {
+		r.p.Examine()
+	}
+}
+
+// release lets a held tree run again (Plan.Release), once, after the
+// autopsy: a held tree's signals reach it only now.
 func (r *runner) release() {
 	if r.released {
 		return
 	}
+	r.examine()
 	r.released = true
 	if r.p.Release != nil {
 		r.p.Release()
+	}
+	if r.held {
+		r.releasedAt = time.Now()
 	}
 }
 
@@ -106,8 +125,8 @@ func (r *runner) run() {
 		at := time.Now()
 		r.record(StepRevoked, at, r.p.Revoke())
 	}
-	if r.p.Examine != nil {
-		r.p.Examine()
+	if r.held = r.p.Hold != nil && r.p.Hold(); !r.held {
+		r.examine() // nothing holds the tree: the autopsy comes first
 	}
 	if r.t.Empty() {
 		r.res.Empty = true
@@ -162,18 +181,26 @@ func (r *runner) cooperative() bool {
 		r.record(StepCoopSignal, at, detail("signal", signalName(r.p.CoopSignal), "error", err))
 		asked = asked || err == nil
 	}
-	r.release()
 	if !asked {
-		return false // nobody to hear a cooperative request
+		// Nobody to hear a cooperative request: SIGTERM is the first
+		// signal, and a held tree is released after it (terminate).
+		return false
 	}
+	r.release()
 	// A stopped main process (SIGSTOP, Ctrl-Z, SIGTTOU) hears neither the
 	// signal nor the directive until it runs again: continue it, or the
 	// whole grace would be spent on an agent that cannot answer.
 	_ = r.t.SignalMain(syscall.SIGCONT)
 	r.res.Reached = StageCooperative
 	// The grace counts from the directive: waiting for its
-	// acknowledgement does not delay SIGTERM.
+	// acknowledgement does not delay SIGTERM. Sent to a held tree, the
+	// directive or signal reaches the agent at the release, after the
+	// autopsy: the grace counts from then, or the autopsy would take its
+	// time out of the agent's.
 	at := time.Now()
+	if r.releasedAt.After(began) {
+		began = r.releasedAt
+	}
 	deadline := began.Add(r.p.CoopGrace)
 	ended := r.waitMain(time.Until(deadline))
 	if ended == "main_exited" {
@@ -221,6 +248,7 @@ func (r *runner) terminate() bool {
 // kill runs stages 4-5.
 func (r *runner) kill() {
 	r.res.Reached = StageSIGKILL
+	r.examine() // a frozen tree still dies of SIGKILL: the autopsy first
 	at := time.Now()
 	n, method, err := r.t.KillTree()
 	r.release()

@@ -4,9 +4,12 @@
 package runjournal
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,4 +108,52 @@ func TestRecoverBadEntry(t *testing.T) {
 	_, err = recoverIn(dir, procfs.Default(), func(*Entry, *Killed) error { return nil })
 	require.Error(t, err)
 	assert.Equal(t, []string{"x.1.1.run"}, names(t, dir))
+}
+
+// A rewrite trades names with the spare file: the entry always reads
+// whole, the spare holds the entry before, and from the third write on no
+// file is created (the inodes of the entry and the spare alternate). A
+// spare is never recovered as an entry, and Remove takes it too.
+func TestWriteReusesSpare(t *testing.T) {
+	dir := t.TempDir()
+	path := Path(dir, "a", 4242, 7)
+	ino := func(p string) uint64 {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		var e Entry
+		require.NoError(t, json.Unmarshal(b, &e))
+		return e.Marker
+	}
+	d := dead()
+	require.NoError(t, Write(path, entry(d, "a", "first")))
+	assert.Equal(t, []string{filepath.Base(path)}, names(t, dir), "the first write leaves no spare")
+	require.NoError(t, Write(path, entry(d, "a", "second")))
+	assert.Equal(t, "second", read(path))
+	assert.Equal(t, "first", read(sparePath(path)))
+	entryIno, spareIno := ino(path), ino(sparePath(path))
+	require.NoError(t, Write(path, entry(d, "a", "third")))
+	assert.Equal(t, "third", read(path))
+	assert.Equal(t, spareIno, ino(path), "the spare's inode now holds the entry")
+	assert.Equal(t, entryIno, ino(sparePath(path)), "and the entry's the spare")
+	// A shorter entry over a longer one's file leaves none of it behind.
+	require.NoError(t, Write(path, entry(d, "a", strings.Repeat("x", 5000))))
+	require.NoError(t, Write(path, entry(d, "a", "long gone")))
+	require.NoError(t, Write(path, entry(d, "a", "third")))
+	assert.Equal(t, "third", read(path))
+
+	var got []string
+	n, err := Recover(dir, func(e *Entry, _ *Killed) error { got = append(got, e.Marker); return nil })
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, []string{"third"}, got, "the spare is not an entry")
+
+	require.NoError(t, Write(path, entry(Self(), "a", "fourth")))
+	require.NoError(t, Write(path, entry(Self(), "a", "fifth")))
+	require.NoError(t, Remove(path))
+	assert.Empty(t, names(t, dir), "Remove takes the spare too")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hermeskill/hermeskilld/internal/escalate"
 	"github.com/hermeskill/hermeskilld/internal/fault"
 	"github.com/hermeskill/hermeskilld/internal/heartbeat"
+	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 )
 
@@ -25,21 +26,27 @@ const cmdlineMax = 512
 // certificate is written under it — and the ladder climbs on a goroutine
 // of its own. Its first step revokes the run's LLM handle
 // (capabilities_revoked), so that no request of the agent is answered
-// while the autopsy is taken; the autopsy follows (Plan.Examine), before
-// any signal, so it shows the tree as it was when the decision fell. The
-// tree stays frozen from the autopsy until the ladder's first signal is
-// pending (Plan.Release).
+// while the autopsy is taken. Then the tree is held frozen (Plan.Hold:
+// in cgroup mode) and the ladder's first signal goes out at once; the
+// autopsy (Plan.Examine) reads the tree while it is still frozen, so it
+// shows the tree as it was when the decision fell, and the thaw
+// (Plan.Release) follows it, with that signal already pending. A tree
+// that cannot be frozen (process-group mode) is read before any signal.
 func (r *Run) ladder(t symptoms.Symptom, dump string, dumpPID int) <-chan escalate.Result {
 	r.triggeredAt = t.At
 	r.killID = certs.NewID()
 	esc := r.loop.a.Escalation
 	stop := heartbeat.StopDirective(string(t.Check), t.Message, esc.CoopGrace, r.killID)
 	ackWait := esc.EffectiveAckWait()
-	thaw := func() {}
+	var held *procsup.Autopsy
 	plan := escalate.Plan{
 		Revoke: r.revoke(t),
+		Hold: func() bool {
+			held = r.tree.Hold(true)
+			return held.Held()
+		},
 		Examine: func() {
-			r.autopsy, thaw = r.tree.Snapshot(cmdlineMax, true)
+			r.autopsy = held.Read(cmdlineMax)
 			r.log.Warn("stopping agent", zap.String("check", string(t.Check)), zap.String("reason", t.Message),
 				zap.String("kill_event_id", r.killID), zap.Int("processes", len(r.autopsy)))
 		},
@@ -60,7 +67,11 @@ func (r *Run) ladder(t symptoms.Symptom, dump string, dumpPID int) <-chan escala
 		TermGrace:  esc.TermGrace,
 		Hurry:      r.hurry,
 		OnStep:     r.onStep,
-		Release:    func() { thaw() },
+		Release: func() {
+			if held != nil {
+				held.Thaw()
+			}
+		},
 	}
 	if sig := dumpSignal(dump); sig != 0 && dumpPID > 0 {
 		plan.DumpSignal = sig
@@ -154,7 +165,8 @@ func (r *Run) climbLadder(plan escalate.Plan) (res escalate.Result) {
 			examine()
 		}
 		// A test's panic in the ladder: after the revocation and the
-		// autopsy, before any signal.
+		// autopsy, before the tree is thawed (in cgroup mode its first
+		// signal is then pending, else none was sent).
 		fault.Inject(fault.Ladder, r.id)
 	}
 	defer func() {

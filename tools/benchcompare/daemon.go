@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hermeskill/hermeskilld/internal/fdbudget"
 )
 
 // daemonRows: row group 6. One daemon and -n agents (benchagent beat 1s:
@@ -134,13 +136,40 @@ func (b *bench) daemonRows() ([]Row, []string) {
 		rows = append(rows, rr)
 	}
 
-	// Shutdown.
+	// Shutdown, the daemon's threads and RSS sampled every 50 ms through
+	// it (every ladder at once: a thread per agent would show here).
 	stopName := fmt.Sprintf("SIGTERM → every ladder done, daemon exited (%d agents)", n)
+	peakThreads, peakRSS := 0, int64(0)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for d.running() {
+			if rss, th, err := procStatus(d.pid); err == nil {
+				peakThreads, peakRSS = max(peakThreads, th), max(peakRSS, rss)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
 	took, err := d.stop(time.Duration(max(120, n/10)) * time.Second)
+	<-sampled
 	nc := countCerts(d.certs)
 	if err != nil {
 		rows = append(rows, failed(g, stopName, fmt.Errorf("%v (%d certificates written)", err, nc)))
 		return rows, notes
+	}
+	notes = append(notes, fmt.Sprintf("daemon: through the shutdown of %d agents at most %d threads and %.1f MiB RSS.", n, peakThreads, float64(peakRSS)/(1<<20)))
+	// An agent killed by a check before the SIGTERM (a heartbeat that
+	// did not come: a starved host) makes the window not idle.
+	if cs, err := readCerts(d.certs); err == nil {
+		byCheck := map[string]int{}
+		for _, c := range cs {
+			if c.TriggerCheck != "manual" {
+				byCheck[c.TriggerCheck]++
+			}
+		}
+		for check, k := range byCheck {
+			notes = append(notes, fmt.Sprintf("daemon: %d of %d agents were killed by %s before the SIGTERM: the figures above are not of idle agents.", k, n, check))
+		}
 	}
 	sr := Row{Group: g, Name: stopName, P50: fmtMs(ms(took)), Versus: fmt.Sprintf("%d of %d certificates written", nc, n), Target: tgt("≤ 8 s")}
 	if target {
@@ -224,29 +253,40 @@ func (b *bench) floorStart(n int) (float64, error) {
 	return ms(time.Since(t0)), nil
 }
 
-// raiseLimits makes room for n agents: RLIMIT_NOFILE (the daemon holds
-// several descriptors per agent; children inherit the harness's limit),
-// and as root kernel.pid_max and kernel.threads-max (each Go agent has a
-// handful of threads). It says what it raised and returns how to put the
-// sysctls back; an error when the machine cannot take n agents.
+// fdsFor is an RLIMIT_NOFILE under which a daemon of n agents fits: its
+// descriptor budget (package fdbudget) in cgroup mode, the larger, with
+// the control socket's bound at its cap (4096, a quarter of any limit
+// above 16,384).
+func fdsFor(n int) uint64 {
+	return uint64(fdbudget.Reserve(4096, 0, 0, 0) + n*fdbudget.PerAgent(true))
+}
+
+// fitFds is how many agents the budget admits under a limit of limit.
+func fitFds(limit uint64) int {
+	b := fdbudget.Budget{Limit: int(min(limit, 1<<31)), PerAgent: fdbudget.PerAgent(true),
+		Reserved: fdbudget.Reserve(int(min(max(limit/4, 8), 4096)), 0, 0, 0)}
+	return b.Fits()
+}
+
+// raiseLimits makes room for n agents: RLIMIT_NOFILE (the daemon's
+// descriptor budget refuses agents past it; the daemon raises its soft
+// limit to the hard one, which it inherits from the harness), and as root
+// kernel.pid_max and kernel.threads-max (each Go agent has a handful of
+// threads). It says what it raised and returns how to put the sysctls
+// back; an error when the machine cannot take n agents (a hard limit that
+// cannot be raised says how many fit).
 func raiseLimits(n int) (string, func(), error) {
 	var said []string
 	restore := func() {}
-	needFds := uint64(10*n + 4096)
+	needFds := fdsFor(n)
 	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < needFds {
-		want := rl
-		want.Cur = needFds
-		if want.Max < needFds {
-			want.Max = needFds
-		}
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && fitFds(rl.Max) < n {
+		want := syscall.Rlimit{Cur: needFds, Max: needFds}
 		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
-			if n > 1000 {
-				return "", restore, fmt.Errorf("RLIMIT_NOFILE %d, %d needed: %v", rl.Max, needFds, err)
-			}
-		} else {
-			said = append(said, fmt.Sprintf("RLIMIT_NOFILE %d → %d", rl.Cur, want.Cur))
+			return "", restore, fmt.Errorf("RLIMIT_NOFILE's hard limit is %d and cannot be raised (%v: it takes CAP_SYS_RESOURCE); "+
+				"%d agents need %d, %d fit", rl.Max, err, n, needFds, fitFds(rl.Max))
 		}
+		said = append(said, fmt.Sprintf("RLIMIT_NOFILE %d → %d", rl.Max, needFds))
 	}
 	if avail := memAvailable(); avail > 0 && avail < int64(n)*2<<20 {
 		return "", restore, fmt.Errorf("%d MiB available, ~%d MiB needed for %d agents", avail>>20, int64(n)*2, n)
@@ -255,7 +295,10 @@ func raiseLimits(n int) (string, func(), error) {
 	for _, s := range []struct {
 		path string
 		need int64
-	}{{"/proc/sys/kernel/pid_max", int64(n)*8 + 8192}, {"/proc/sys/kernel/threads-max", int64(n)*8 + 8192}} {
+	}{{"/proc/sys/kernel/pid_max", int64(n)*8 + 8192}, {"/proc/sys/kernel/threads-max", int64(n)*8 + 8192},
+		// Every wait of a ladder on cgroup.events is an inotify instance:
+		// past this bound the waits fall back to polling.
+		{"/proc/sys/fs/inotify/max_user_instances", int64(n) + 512}} {
 		raw, err := os.ReadFile(s.path)
 		if err != nil {
 			continue

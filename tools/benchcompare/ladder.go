@@ -23,11 +23,15 @@ import (
 // after the agent's start).
 type ladderVariant struct {
 	name  string
-	argv  func(file string) []string
+	argv  func(file, certs string) []string
 	steps []ladderStep
 	errs  [][]float64 // per step, ms late (negative: early)
-	fail  error
-	nfail int
+	// hermeskilld's variants: the decision (the certificate's
+	// triggered_at) → the first signal sent (its shutdown_log step),
+	// and → the first signal in the agent's handler, in ms.
+	sent, seen []float64
+	fail       error
+	nfail      int
 }
 
 type ladderStep struct {
@@ -44,7 +48,6 @@ type ladderStep struct {
 // previous step arrived.
 func (b *bench) ladderRows() ([]Row, []string) {
 	const g = "2 ladder"
-	certs := filepath.Join(b.tmp, "ladder-certs")
 	dir := filepath.Join(b.tmp, "ladder")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return []Row{failed(g, "ladder", err)}, nil
@@ -52,18 +55,18 @@ func (b *bench) ladderRows() ([]Row, []string) {
 	sec := time.Second
 	vs := []*ladderVariant{
 		{name: "supervise `--max-runtime 1s --coop-signal none --term-grace 1s`",
-			argv: func(f string) []string {
+			argv: func(f, certs string) []string {
 				return []string{b.cfg.hk, "supervise", "--certs-dir", certs, "--log-level", "error",
 					"--max-runtime", "1s", "--coop-signal", "none", "--term-grace", "1s", "--", b.agent, "wedged", f}
 			},
 			steps: []ladderStep{{"SIGTERM", sec}, {"SIGKILL", sec}}},
 		{name: "`timeout -k 1s 1s`",
-			argv: func(f string) []string {
+			argv: func(f, _ string) []string {
 				return []string{"timeout", "-k", "1s", "1s", b.agent, "wedged", f}
 			},
 			steps: []ladderStep{{"SIGTERM", sec}, {"SIGKILL", sec}}},
 		{name: "supervise `--max-runtime 1s --coop-grace 1s --term-grace 1s`",
-			argv: func(f string) []string {
+			argv: func(f, certs string) []string {
 				return []string{b.cfg.hk, "supervise", "--certs-dir", certs, "--log-level", "error",
 					"--max-runtime", "1s", "--coop-grace", "1s", "--term-grace", "1s", "--", b.agent, "wedged", f}
 			},
@@ -90,7 +93,7 @@ func (b *bench) ladderRows() ([]Row, []string) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					errs, err := b.ladderRun(v, file)
+					errs, first, err := b.ladderRun(v, file)
 					mu.Lock()
 					defer mu.Unlock()
 					if err != nil {
@@ -102,6 +105,10 @@ func (b *bench) ladderRows() ([]Row, []string) {
 					}
 					for k, e := range errs {
 						v.errs[k] = append(v.errs[k], e)
+					}
+					if first != nil {
+						v.sent = append(v.sent, first[0])
+						v.seen = append(v.seen, first[1])
 					}
 				}()
 				time.Sleep(7 * time.Millisecond)
@@ -134,11 +141,17 @@ func (b *bench) ladderRows() ([]Row, []string) {
 			}
 			rows = append(rows, r)
 		}
+		if v.sent != nil {
+			r, _ := durRow(g, v.name+": decision → first signal sent", v.sent, false)
+			rows = append(rows, r)
+			r, _ = durRow(g, v.name+": decision → first signal in the agent's handler", v.seen, false)
+			rows = append(rows, r)
+		}
 		if v.nfail > 0 {
 			notes = append(notes, fmt.Sprintf("ladder: %d run(s) of %s failed (see the log)", v.nfail, v.name))
 		}
 	}
-	notes = append(notes, "ladder: a step's error is when the agent received it minus when it was due; the first step is due 1 s after the agent's own first instruction, the others one grace after the previous step arrived; SIGKILL is the agent's death as a pidfd reports it (includes the kernel's exit).")
+	notes = append(notes, "ladder: a step's error is when the agent received it minus when it was due; the first step is due 1 s after the agent's own first instruction, the others one grace after the previous step arrived; SIGKILL is the agent's death as a pidfd reports it (includes the kernel's exit). Decision → first signal: from the certificate's triggered_at to its first signal's step (sent), and to the agent's handler (its own clock reading, after the thaw).")
 	return rows, notes
 }
 
@@ -149,11 +162,15 @@ func prevName(steps []ladderStep, k int) string {
 	return steps[k-1].signal
 }
 
-// ladderRun runs one variant once and returns each step's error in ms.
-func (b *bench) ladderRun(v *ladderVariant, file string) ([]float64, error) {
-	cmd := b.command(v.argv(file))
+// ladderRun runs one variant once and returns each step's error in ms,
+// and for hermeskilld's variants the decision → first signal sent and →
+// first signal in the agent's handler, in ms (from the run's certificate).
+func (b *bench) ladderRun(v *ladderVariant, file string) ([]float64, []float64, error) {
+	certs := file + ".certs"
+	argv := v.argv(file, certs)
+	cmd := b.command(argv)
 	if err := b.start(cmd, false); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	waited := false
 	defer func() {
@@ -168,7 +185,7 @@ func (b *bench) ladderRun(v *ladderVariant, file string) ([]float64, error) {
 	deadline := time.Now().Add(5 * time.Second)
 	for pid == 0 {
 		if time.Now().After(deadline) || b.interrupted() {
-			return nil, errors.New("the agent did not start within 5s")
+			return nil, nil, errors.New("the agent did not start within 5s")
 		}
 		if lines, _ := readLines(file); len(lines) > 0 {
 			f := strings.Fields(lines[0])
@@ -182,7 +199,7 @@ func (b *bench) ladderRun(v *ladderVariant, file string) ([]float64, error) {
 	}
 	pfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		return nil, fmt.Errorf("pidfd_open: %w", err)
+		return nil, nil, fmt.Errorf("pidfd_open: %w", err)
 	}
 	var death time.Time
 	total := time.Duration(0)
@@ -198,7 +215,7 @@ func (b *bench) ladderRun(v *ladderVariant, file string) ([]float64, error) {
 		death = time.Now()
 		if err != nil || n == 0 {
 			unix.Close(pfd)
-			return nil, fmt.Errorf("the agent did not die: %v", err)
+			return nil, nil, fmt.Errorf("the agent did not die: %v", err)
 		}
 		break
 	}
@@ -207,7 +224,7 @@ func (b *bench) ladderRun(v *ladderVariant, file string) ([]float64, error) {
 	waited = true
 	lines, err := readLines(file)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	errs := make([]float64, len(v.steps))
 	prev := start
@@ -227,14 +244,60 @@ func (b *bench) ladderRun(v *ladderVariant, file string) ([]float64, error) {
 				}
 			}
 			if at.IsZero() {
-				return nil, fmt.Errorf("no %s reached the agent", st.signal)
+				return nil, nil, fmt.Errorf("no %s reached the agent", st.signal)
 			}
 		}
 		due := prev.Add(st.after)
 		errs[k] = float64(at.Sub(due).Nanoseconds()) / 1e6
 		prev = at
 	}
-	return errs, nil
+	if argv[0] != b.cfg.hk {
+		return errs, nil, nil // not hermeskilld: no certificate
+	}
+	first, err := firstSignal(certs, lines)
+	if err != nil {
+		return nil, nil, err
+	}
+	return errs, first, nil
+}
+
+// firstSignal reads the run's one certificate: the decision (triggered_at)
+// → its first signal's step, and → the first signal the agent's lines
+// record, in ms.
+func firstSignal(dir string, lines []string) ([]float64, error) {
+	cs, err := readCerts(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) != 1 {
+		return nil, fmt.Errorf("%d certificates in %s, 1 expected", len(cs), dir)
+	}
+	c := cs[0]
+	var sent time.Time
+	for _, s := range c.ShutdownLog {
+		switch s.Step {
+		case "dump_signal_sent", "directive_sent", "coop_signal_sent", "sigterm_sent", "sigkill_sent":
+			sent = s.At
+		}
+		if !sent.IsZero() {
+			break
+		}
+	}
+	if sent.IsZero() || c.TriggeredAt.IsZero() {
+		return nil, fmt.Errorf("%s: no triggered_at or no signal in the shutdown log", dir)
+	}
+	var seen time.Time
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) == 2 {
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			seen = time.Unix(0, ns)
+			break
+		}
+	}
+	if seen.IsZero() {
+		return nil, errors.New("the agent recorded no signal")
+	}
+	return []float64{ms(sent.Sub(c.TriggeredAt)), ms(seen.Sub(c.TriggeredAt))}, nil
 }
 
 func readLines(path string) ([]string, error) {
