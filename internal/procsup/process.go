@@ -112,7 +112,8 @@ type Process struct {
 	done    chan struct{}
 	status  ExitStatus
 	exited  time.Time
-	reaped  func() // called once reaped, before Done is closed
+	reaped  func()          // called once reaped, before Done is closed
+	thread  *confinedThread // the thread it was forked from, when confined by one
 }
 
 // PID is the child's pid.
