@@ -49,7 +49,13 @@ def keeper(pid):
         return False
 
 sup = os.getppid()
-targets = [("supervise", sup)] + [("keeper", int(p)) for p in os.listdir("/proc") if p.isdigit() and keeper(p)]
+# The keeper, forked before us, may still be starting (its own exec).
+for _ in range(1000):
+    keepers = [int(p) for p in os.listdir("/proc") if p.isdigit() and keeper(p)]
+    if keepers:
+        break
+    time.sleep(0.01)
+targets = [("supervise", sup)] + [("keeper", pid) for pid in keepers]
 out = []
 for who, pid in targets:
     out.append("%s: stop=%s kill=%s ptrace=%s mem=%s" % (who,
