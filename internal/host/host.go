@@ -265,17 +265,15 @@ func Open(o Options) (_ *Host, err error) {
 // openProcesses chooses the containment and opens the runtime and the
 // keeper.
 func (h *Host) openProcesses() error {
-	// A daemon confines its many agents through the exec stage: one
-	// thread per agent (the cheaper start) would be thousands.
-	aud, wait, samplerFiles, stage := containment.Terminal, false, 0, false
+	aud, wait, samplerFiles := containment.Terminal, false, 0
 	if h.o.Kind == Many {
-		aud, wait, samplerFiles, stage = containment.Service, true, fdbudget.SamplerFiles, true
+		aud, wait, samplerFiles = containment.Service, true, fdbudget.SamplerFiles
 	}
 	var err error
 	if h.Cgroups, err = containment.Choose(h.o.Containment, h.log, aud); err != nil {
 		return &Error{Containment, err}
 	}
-	if h.Runtime, err = procsup.NewRuntime(procsup.Options{PollWait: wait, SamplerFiles: samplerFiles, ExecStage: stage}); err != nil {
+	if h.Runtime, err = procsup.NewRuntime(procsup.Options{PollWait: wait, SamplerFiles: samplerFiles}); err != nil {
 		return &Error{Runtime, err}
 	}
 	// As the init of a PID namespace (a container's entrypoint) no keeper

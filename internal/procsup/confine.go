@@ -5,6 +5,7 @@ package procsup
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -28,6 +29,9 @@ func (e *ConfineError) Unwrap() error { return e.Err }
 // confined prepares the exec stage for r: the executable, argv and the
 // pipe whose write end is the stage's descriptor 3.
 func (rt *Runtime) confined(r landlock.Ruleset, path string, argv []string) (exe string, stageArgv []string, rd, wr *os.File, err error) {
+	if need := r.Needs(); rt.landlockABI < need {
+		return "", nil, nil, nil, &ConfineError{fmt.Errorf("Landlock ABI %d, needs %d: %w", rt.landlockABI, need, landlock.ErrUnsupported)}
+	}
 	if rd, wr, err = os.Pipe(); err != nil {
 		return "", nil, nil, nil, &ConfineError{err}
 	}

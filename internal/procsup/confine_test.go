@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -60,22 +57,6 @@ func startReach(t *testing.T, spec procsup.Spec, targets ...string) (*procsup.Pr
 // signals as ever, and signals from outside still reach it.
 func TestLandlockScopesSignals(t *testing.T) {
 	needLandlock(t, landlock.SignalsABI)
-	bothWays(t, testScopesSignals)
-}
-
-// bothWays runs test with confined agents forked from a confined thread
-// of ours (the default) and through the exec stage (the daemon's way).
-func bothWays(t *testing.T, test func(t *testing.T)) {
-	for _, stage := range []bool{false, true} {
-		t.Run(map[bool]string{false: "thread", true: "exec-stage"}[stage], func(t *testing.T) {
-			rt.SetExecStage(stage)
-			defer rt.SetExecStage(false)
-			test(t)
-		})
-	}
-}
-
-func testScopesSignals(t *testing.T) {
 	outside := testchild.StartOutside(t, "hang")
 	p, report := startReach(t, procsup.Spec{Landlock: landlock.Ruleset{ScopeSignals: true}},
 		fmt.Sprint(outside), fmt.Sprint("-", os.Getpid()))
@@ -111,14 +92,10 @@ func TestUnconfinedReachesOutside(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("%d: kill0=ok ptrace=ok mem=ok stop=ok kill=ok; own child: kill=ok", outside), report)
 }
 
-// Confined agents, either way, keep the shell's statuses for a command that cannot be
+// The exec stage keeps the shell's statuses for a command that cannot be
 // executed, and a confinement that cannot be applied runs nothing.
 func TestExecStageFailures(t *testing.T) {
 	needLandlock(t, landlock.FilesABI)
-	bothWays(t, testConfinedFailures)
-}
-
-func testConfinedFailures(t *testing.T) {
 	dir := t.TempDir()
 	notExec := filepath.Join(dir, "script")
 	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
@@ -156,78 +133,4 @@ func hasStageChild(t *testing.T) bool {
 		}
 	}
 	return false
-}
-
-// The thread a confined agent is forked from is its alone: while it
-// confines the agent, the Go runtime keeps working around it (a
-// collection-heavy load, goroutines preempted by signals between
-// threads), no other goroutine ever runs on it (none is refused a
-// signal to a process outside), the agent is not killed by its
-// parent-death signal (the thread lives on), and once the agent is
-// reaped the thread is gone; an agent started unconfined afterwards
-// reaches outside as ever.
-func TestConfinedThreadIsTheAgentsAlone(t *testing.T) {
-	needLandlock(t, landlock.SignalsABI)
-	rt.SetExecStage(false)
-	outside := testchild.StartOutside(t, "hang")
-	p, report := startReach(t, procsup.Spec{Landlock: landlock.Ruleset{ScopeSignals: true}}, fmt.Sprint(outside))
-	require.Equal(t, fmt.Sprintf("%d: kill0=EPERM ptrace=EPERM mem=EACCES stop=EPERM kill=EPERM; own child: kill=ok", outside), report)
-	task := fmt.Sprintf("/proc/self/task/%d", p.ForkedFrom())
-	require.NotZero(t, p.ForkedFrom())
-	require.DirExists(t, task)
-
-	var refused atomic.Int64
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for range 4 * runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			var keep [][]byte
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err := syscall.Kill(outside, 0); err != nil {
-					refused.Add(1)
-				}
-				keep = append(keep, make([]byte, 4096))
-				if len(keep) > 256 {
-					keep = nil
-				}
-				if i%64 == 0 {
-					runtime.Gosched()
-				}
-			}
-		})
-	}
-	var stopped atomic.Bool
-	spin := uint64(1)
-	wg.Go(func() { // no call in the loop: only a signal preempts it
-		x := uint64(1)
-		for !stopped.Load() {
-			x = x*6364136223846793005 + 1
-		}
-		spin = x
-	})
-	for range 20 {
-		runtime.GC()
-	}
-	stopped.Store(true)
-	close(stop)
-	wg.Wait()
-	require.NotZero(t, spin)
-	require.Zero(t, refused.Load(), "a goroutine ran on the agent's confined thread")
-	st, err := procfs.Default().Stat(p.PID())
-	require.NoError(t, err)
-	require.Equal(t, byte('S'), st.State, "the agent runs on: its forking thread is still there")
-
-	require.NoError(t, p.Signal(syscall.SIGKILL))
-	<-p.Done()
-	require.Equal(t, "killed by SIGKILL", p.Status().String())
-	require.Eventually(t, func() bool { _, err := os.Stat(task); return os.IsNotExist(err) }, 10*time.Second, 10*time.Millisecond,
-		"the confined thread outlived its agent")
-
-	_, report = startReach(t, procsup.Spec{}, fmt.Sprint(outside))
-	require.Equal(t, fmt.Sprintf("%d: kill0=ok ptrace=ok mem=ok stop=ok kill=ok; own child: kill=ok", outside), report)
 }

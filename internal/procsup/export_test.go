@@ -20,15 +20,3 @@ func NewScanner(fs procfs.FS) *Scanner { return newScanner(fs) }
 
 // Scans counts the scans run.
 func (s *scanner) Scans() uint64 { return s.runs.Load() }
-
-// SetExecStage switches how confined agents are started (Options.ExecStage).
-func (rt *Runtime) SetExecStage(on bool) { rt.execStage = on }
-
-// ForkedFrom is the thread id of the confined thread p was forked from, 0
-// when it was not.
-func (p *Process) ForkedFrom() int {
-	if p.thread == nil {
-		return 0
-	}
-	return p.thread.tid
-}

@@ -112,8 +112,7 @@ type Process struct {
 	done    chan struct{}
 	status  ExitStatus
 	exited  time.Time
-	reaped  func()          // called once reaped, before Done is closed
-	thread  *confinedThread // the thread it was forked from, when confined by one
+	reaped  func() // called once reaped, before Done is closed
 }
 
 // PID is the child's pid.

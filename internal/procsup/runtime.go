@@ -33,7 +33,6 @@ type Runtime struct {
 	helpers map[int]bool // live children started with Spec.Helper
 
 	landlockABI int
-	execStage   bool
 }
 
 // Options configure a Runtime.
@@ -51,13 +50,6 @@ type Options struct {
 	// per agent, so that what an agent holds is bounded (its descriptor
 	// budget).
 	SamplerFiles int
-	// ExecStage confines each agent (Spec.Landlock) through the exec
-	// stage, a second start of our own binary (package execstage),
-	// instead of from a thread of ours kept for the agent's life
-	// (confthread.go): no thread per confined agent (the daemon, with
-	// thousands), at the price of a Go runtime's start (milliseconds)
-	// in every agent's start.
-	ExecStage bool
 }
 
 // NewRuntime makes this process a child subreaper (prctl(2)
@@ -73,8 +65,7 @@ func NewRuntime(opts Options) (*Runtime, error) {
 	_ = fdreserve.Hold()
 	fs := procfs.Default()
 	return &Runtime{reaper: newReaper(opts.OnOrphan), pid1: os.Getpid() == 1, pollWait: opts.PollWait,
-		samplerFiles: opts.SamplerFiles, fs: fs, scans: newScanner(fs), helpers: make(map[int]bool), landlockABI: landlock.ABI(),
-		execStage: opts.ExecStage}, nil
+		samplerFiles: opts.SamplerFiles, fs: fs, scans: newScanner(fs), helpers: make(map[int]bool), landlockABI: landlock.ABI()}, nil
 }
 
 // LandlockABI is the kernel's Landlock ABI version, 0 without Landlock
@@ -207,12 +198,8 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 		sys.PidFD = &pidfd
 	}
 	exe, argv := path, spec.Argv
-	confine := spec.Landlock.Restricts() && !spec.Helper
-	if need := spec.Landlock.Needs(); confine && rt.landlockABI < need {
-		return nil, &ConfineError{fmt.Errorf("Landlock ABI %d, needs %d: %w", rt.landlockABI, need, landlock.ErrUnsupported)}
-	}
 	var stage, stageW *os.File
-	if confine && rt.execStage {
+	if spec.Landlock.Restricts() && !spec.Helper {
 		var err error
 		if exe, argv, stage, stageW, err = rt.confined(spec.Landlock, path, spec.Argv); err != nil {
 			return nil, err
@@ -225,23 +212,10 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 
 	rt.reaper.mu.Lock()
 	started := time.Now()
-	var (
-		p      *os.Process
-		thread *confinedThread
-		err    error
-	)
-	if confine && !rt.execStage {
-		p, thread, err = forkConfined(spec.Landlock, rt.landlockABI, exe, argv, attr, spec.NetNS)
-	} else {
-		p, err = startProcess(exe, argv, attr, spec.NetNS)
-	}
+	p, err := startProcess(exe, argv, attr, spec.NetNS)
 	if err != nil {
 		rt.reaper.mu.Unlock()
-		var ce *ConfineError
-		switch {
-		case errors.As(err, &ce):
-			return nil, err
-		case stage != nil:
+		if stage != nil {
 			return nil, &ConfineError{fmt.Errorf("the exec stage: %w", err)}
 		}
 		return nil, startError(spec.Argv[0], err)
@@ -270,11 +244,6 @@ func (rt *Runtime) Start(spec Spec) (*Process, error) {
 			delete(rt.helpers, p.Pid)
 			rt.mu.Unlock()
 		}
-	}
-	if thread != nil {
-		// The agent's parent-death signal is the thread's: it ends once
-		// the agent is reaped, not before.
-		proc.thread, proc.reaped = thread, thread.release
 	}
 	go proc.wait(rt.reaper)
 	if stage != nil {
