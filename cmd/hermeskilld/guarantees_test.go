@@ -498,3 +498,93 @@ func TestTracelessEscapeeDiesWithSupervise(t *testing.T) {
 	t.Logf("FIGURE traceless escapee, pgroup: %d runs killed 1 s after the escape, 0 survived; %d at a random moment within 200 ms, %d survived",
 		runs-early, early, earlyLeft)
 }
+
+// supervise does not wait for its keeper to run before it starts a
+// confined agent: the keeper is forked first, with what it must kill
+// already in its pipe. SIGKILLed the moment its agent has forked a
+// grandchild into a session of its own — often before the keeper (the
+// race-built test binary) even runs — supervise leaves nothing alive, in
+// either containment mode; killed once the run's journal entry is written
+// too, the next supervise on the same state certifies the death.
+func TestKilledBeforeItsKeeperRuns(t *testing.T) {
+	t.Parallel()
+	runs := soakRuns(t, 10)
+	for _, mode := range containmentModes(t) {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			early := 0
+			for i := range runs {
+				m := fmt.Sprintf("%s-%d", marker(t), i)
+				dir, state := t.TempDir(), t.TempDir()
+				id := fmt.Sprintf("early-%d", i)
+				h := hkStart(t, nil, "supervise", "--id", id, "--containment", mode, "--heartbeat-timeout", "0s",
+					"--certs-dir", dir, "--state-dir", state, "--", "/bin/sh", "-c",
+					`setsid /bin/sh -c 'sleep 60; exit' "$0" & echo forked; sleep 60; exit`, m)
+				h.expect(t, `^forked$`)
+				// The run's journal entry (what its certificate is
+				// written from) follows the fork: a SIGKILL before it
+				// kills the tree and certifies nothing. Every other run
+				// is killed at once, the others once it is written.
+				certified := i%2 == 1
+				if certified {
+					require.Eventually(t, func() bool {
+						files, _ := filepath.Glob(filepath.Join(state, "runs", id+".*"))
+						return len(files) > 0
+					}, 10*time.Second, 100*time.Microsecond)
+				}
+				require.NoError(t, h.cmd.Process.Kill())
+				// Not running its own code yet even now: it was not
+				// when supervise died (a lower bound of such runs).
+				kp, up := keeperOf(t, h.cmd.Process.Pid)
+				if !up {
+					early++
+				}
+				_ = h.cmd.Wait()
+				if !assert.Eventually(t, func() bool { return len(survivors(m)) == 0 }, failClosedBound, 10*time.Millisecond,
+					"run %d: left %v", i, survivors(m)) {
+					requireNoSurvivors(t, m)
+				}
+				// Its record is written once the cgroup is removed.
+				require.Eventually(t, func() bool { return kp == 0 || !pidAlive(kp) }, failClosedBound, 10*time.Millisecond, "the keeper exits")
+				if !certified {
+					continue
+				}
+				r := hkRun(t, nil, "supervise", "--id", "next", "--containment", mode, "--certs-dir", dir,
+					"--state-dir", state, "--", "true")
+				require.Zero(t, r.code, r.stderr)
+				requireLostCertified(t, dir, "", id)
+			}
+			t.Logf("FIGURE SIGKILL right after the agent's fork, %s: %d runs, %d before the keeper ran, 0 survived", mode, runs, early)
+		})
+	}
+}
+
+// keeperOf finds the keeper of the hermeskilld of pid (executed: its
+// fork returns once it is), and whether it is running its own code yet
+// (its signals ignored, the moment before it says it is ready); 0 and up
+// when it is gone already (it ran, killed and exited).
+func keeperOf(t *testing.T, pid int) (keeper int, up bool) {
+	t.Helper()
+	want := fmt.Sprintf("\x00keeper\x00--for\x00%d\x00", pid)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.Contains(string(b), want) {
+			continue
+		}
+		keeper, _ = strconv.Atoi(e.Name())
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			return 0, true // exited since
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if mask, ok := strings.CutPrefix(line, "SigIgn:\t"); ok {
+				ign, err := strconv.ParseUint(mask, 16, 64)
+				require.NoError(t, err)
+				up = ign&(1<<(syscall.SIGUSR1-1)) != 0
+			}
+		}
+		return keeper, up
+	}
+	return 0, true
+}

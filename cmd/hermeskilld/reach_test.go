@@ -21,7 +21,8 @@ import (
 
 // supervisorAttackAgent, as supervise's own user, tries to stop, kill and
 // trace supervise and its keeper: SIGSTOP, SIGKILL, PTRACE_SEIZE (which
-// would not stop the tracee), opening /proc/PID/mem. It SIGKILLs a child
+// would not stop the tracee), opening /proc/PID/mem; and to signal (0)
+// and trace each of supervise's threads by its tid. It SIGKILLs a child
 // of its own, prints one line, and then ignores SIGINT and SIGTERM.
 const supervisorAttackAgent = `
 import ctypes, errno, os, signal, subprocess, sys, time
@@ -49,12 +50,23 @@ def keeper(pid):
         return False
 
 sup = os.getppid()
-targets = [("supervise", sup)] + [("keeper", int(p)) for p in os.listdir("/proc") if p.isdigit() and keeper(p)]
+# The keeper, forked before us, may still be starting (its own exec).
+for _ in range(1000):
+    keepers = [int(p) for p in os.listdir("/proc") if p.isdigit() and keeper(p)]
+    if keepers:
+        break
+    time.sleep(0.01)
+targets = [("supervise", sup)] + [("keeper", pid) for pid in keepers]
 out = []
 for who, pid in targets:
     out.append("%s: stop=%s kill=%s ptrace=%s mem=%s" % (who,
         name(lambda: os.kill(pid, signal.SIGSTOP)), name(lambda: os.kill(pid, signal.SIGKILL)),
         ptrace(pid), name(lambda: open("/proc/%d/mem" % pid, "rb").close())))
+# Every thread of supervise by its tid: none shares our domain.
+tids = [int(t) for t in os.listdir("/proc/%d/task" % sup)]
+kill0 = sorted(set(name(lambda: os.kill(tid, 0)) for tid in tids))
+traced = sorted(set(ptrace(tid) for tid in tids))
+out.append("its %s threads: kill0=%s ptrace=%s" % ("all" if len(tids) > 1 else "one", ",".join(kill0), ",".join(traced)))
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 os.kill(child.pid, signal.SIGKILL)
 out.append("own child: %d" % child.wait())
@@ -92,7 +104,7 @@ func TestAgentCannotTouchItsSupervisor(t *testing.T) {
 			h := startCmd(t, cmd)
 			got := h.expect(t, `supervise: .*`)
 			refused := "stop=EPERM kill=EPERM ptrace=EPERM mem=EACCES"
-			require.Equal(t, "supervise: "+refused+"; keeper: "+refused+"; own child: -9", got[0], h.stderr.String())
+			require.Equal(t, "supervise: "+refused+"; keeper: "+refused+"; its all threads: kill0=EPERM ptrace=EPERM; own child: -9", got[0], h.stderr.String())
 
 			require.NoError(t, h.cmd.Process.Signal(syscall.SIGTERM))
 			r := h.wait(t)

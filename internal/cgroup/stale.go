@@ -33,12 +33,24 @@ func (m *Manager) CleanupStale() ([]string, error) {
 	}
 	var removed []string
 	var errs []error
+	// Each owner is looked up once: a live daemon's thousand agent
+	// groups would otherwise be a thousand reads of its stat in every
+	// start of ours.
+	alive := make(map[groupOwner]bool)
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
 		}
 		owner, ok := parseGroupName(e.Name())
-		if !ok || m.ownerAlive(owner) {
+		if !ok {
+			continue
+		}
+		live, seen := alive[owner]
+		if !seen {
+			live = m.ownerAlive(owner)
+			alive[owner] = live
+		}
+		if live {
 			continue
 		}
 		dir := filepath.Join(m.base, e.Name())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -34,7 +35,7 @@ type Budget struct {
 	Line int
 }
 
-var budgetNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+var budgetNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`) })
 
 // budgets decodes the daemon's budgets: a list of mappings, each checked
 // on its own (a name of letters, digits, '_', '.', '-'; a selector that
@@ -72,7 +73,7 @@ func (d *decoder) budgets(n *yaml.Node, path string, v reflect.Value) {
 				d.fail(e, p+"."+k, ErrMissing, "required")
 			}
 		}
-		if b.Name != "" && !budgetNameRE.MatchString(b.Name) {
+		if b.Name != "" && !budgetNameRE().MatchString(b.Name) {
 			bad("name", "%q must be up to 63 letters, digits, '_', '.', '-', starting with a letter or digit", b.Name)
 		}
 		if l, dup := first[b.Name]; dup && b.Name != "" {

@@ -13,7 +13,15 @@
 // whose write end only hermeskilld holds. hermeskilld tells it, over that
 // pipe, what to kill should it die; the pipe reaches end of file when
 // hermeskilld's last file descriptor on it closes, which the kernel does
-// when it dies, however it dies. Then the keeper:
+// when it dies, however it dies. What the keeper must kill (the cgroups,
+// the runs) is in the pipe before each agent's fork, so hermeskilld need
+// not wait for the keeper's own start before it starts a confined agent:
+// should hermeskilld die before the keeper even runs, the keeper reads it
+// all once it does, then end of file. An unconfined agent waits for the
+// keeper to be ready (undumpable: from its execve(2) to then, an agent of
+// our user could open its pipe through /proc; a Landlock domain refuses
+// that), and a keeper that fails to start after a confined agent did
+// stops that agent. Then the keeper:
 //
 //   - kills every agent cgroup hermeskilld created (their names carry its
 //     pid and start time) with cgroup.kill, and removes them — nothing in

@@ -95,8 +95,10 @@ type Keeper struct {
 	starts   int
 	key      string // the live keeper's: every line to it starts with it
 
-	first    chan struct{} // closed once the first keeper process is started, or failed to
+	first    chan struct{} // closed once the first keeper process is forked, or failed to be
 	firstErr error         // why it failed; set before first is closed
+	up       chan struct{} // closed once the first keeper process is ready, or failed to be
+	upErr    error         // why it failed; set before up is closed
 
 	stop chan struct{}
 	done chan struct{}
@@ -104,26 +106,62 @@ type Keeper struct {
 
 // Start starts a keeper process in the background, so that the caller's
 // own preparations overlap with it. The caller starts no agent before
+// Forked (for an agent that cannot reach the keeper's descriptors) or
 // Ready returns nil.
 func Start(o Options) (*Keeper, error) {
 	if o.Runtime == nil {
 		return nil, errors.New("keeper: no runtime")
 	}
 	k := &Keeper{o: o, log: o.Log, kick: make(chan struct{}, 1), runs: make(map[uint64]*Run),
-		first: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+		first: make(chan struct{}), up: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	if k.log == nil {
 		k.log = zap.NewNop()
 	}
 	go func() {
-		k.firstErr = k.spawn()
+		defer close(k.done)
+		proc, ar, err := k.fork()
+		k.firstErr = err
 		close(k.first)
-		if k.firstErr != nil {
-			close(k.done)
+		if err != nil {
+			k.upErr = err
+			close(k.up)
 			return
+		}
+		k.upErr = k.awaitUp(proc, ar)
+		close(k.up)
+		if k.upErr != nil {
+			return
+		}
+		select {
+		case <-k.stop: // closed while it started
+			return
+		default:
 		}
 		k.loop()
 	}()
 	return k, nil
+}
+
+// Forked waits for the keeper process to exist (forked, not yet
+// running: its own start takes milliseconds) and to have been written
+// everything it was told so far. From then on a SIGKILL of hermeskilld
+// leaves no agent process behind: what the keeper must kill is in its
+// pipe before the agent's fork, and the keeper kills it once it runs,
+// hermeskilld gone or not. What Forked does not wait for is the keeper
+// becoming undumpable: until then an agent of our user could open its
+// pipe through /proc. Start an agent after Forked only where it cannot
+// (a Landlock domain: ptrace access, /proc/PID/fd included, to anything
+// outside the domain is refused), and watch Ready then: an agent started
+// before the keeper failed must be killed.
+func (k *Keeper) Forked() error {
+	if k == nil {
+		return nil
+	}
+	<-k.first
+	if k.firstErr != nil {
+		return k.firstErr
+	}
+	return k.flush(true)
 }
 
 // Ready waits for the keeper process to be running and to have been
@@ -133,14 +171,22 @@ func Start(o Options) (*Keeper, error) {
 // none before. A keeper that died and is not running again yet is an
 // error: an agent started then would be guarded by nobody.
 func (k *Keeper) Ready() error {
+	if err := k.Up(); err != nil {
+		return err
+	}
+	return k.flush(true)
+}
+
+// Up waits for the first keeper process to be ready, and returns the
+// error that kept it from that. After Forked, it says whether an agent
+// already started is guarded from now on; a keeper that dies later is
+// restarted (and Forked and Ready fail meanwhile).
+func (k *Keeper) Up() error {
 	if k == nil {
 		return nil
 	}
-	<-k.first
-	if k.firstErr != nil {
-		return k.firstErr
-	}
-	return k.flush(true)
+	<-k.up
+	return k.upErr
 }
 
 // flush writes everything queued to the live keeper, in order, and
@@ -192,31 +238,53 @@ func (k *Keeper) PID() int {
 	return k.proc.PID()
 }
 
-// spawn starts a keeper process, waits for it to be ready, and queues
-// everything it must know.
-//
-// The key is in the pipe before the keeper exists, so it is the first
-// line the keeper reads whoever else opened the pipe later; and the
-// keeper is ready once it made itself undumpable (from exec to its
-// prctl, an agent of our user may open its descriptors through /proc):
-// Ready, and so every agent's start, waits for that.
+// spawn starts a keeper process, writes it everything it must know (a
+// SIGKILL of ours the next moment leaves it knowing every run), and
+// waits for it to be ready.
 func (k *Keeper) spawn() error {
+	proc, ar, err := k.fork()
+	if err != nil {
+		return err
+	}
+	_ = k.flush(false) // a failure is the loop's to retry, or the next keeper's
+	return k.awaitUp(proc, ar)
+}
+
+// fork starts a keeper process, makes it the live one and queues
+// everything it must know; awaitUp waits for it to be ready (ar is its
+// stdout).
+//
+// The key, the cgroups and the journal are in the pipe before the keeper
+// exists: the key is then the first line the keeper reads whoever else
+// opened the pipe later, and should we die before the keeper even runs,
+// it still learns what to kill (and reads end of file). The runs, of any
+// length, are queued for flush: the pipe holds 64 KiB, and nobody reads
+// it before the fork.
+func (k *Keeper) fork() (*procsup.Process, *os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("keeper: %w", err)
+		return nil, nil, fmt.Errorf("keeper: %w", err)
 	}
 	defer r.Close()
 	ar, aw, err := os.Pipe()
 	if err != nil {
 		w.Close()
-		return fmt.Errorf("keeper: %w", err)
+		return nil, nil, fmt.Errorf("keeper: %w", err)
 	}
-	defer ar.Close()
 	key := newKey()
-	if _, err := w.WriteString("key " + key + "\n"); err != nil {
+	head := "key " + key + "\n"
+	if cg := k.o.Cgroups; cg != nil {
+		o := cg.Owner()
+		head += fmt.Sprintf("%s cgroup %s %d %d %d\n", key, strconv.Quote(cg.Base()), o.PID, o.Start, o.PIDNS)
+	}
+	if k.o.JournalDir != "" {
+		head += fmt.Sprintf("%s journal %s\n", key, strconv.Quote(k.o.JournalDir))
+	}
+	if _, err := w.WriteString(head); err != nil {
 		w.Close()
+		ar.Close()
 		aw.Close()
-		return fmt.Errorf("keeper: %w", err)
+		return nil, nil, fmt.Errorf("keeper: %w", err)
 	}
 	exe := k.o.Exe
 	if exe == "" {
@@ -238,12 +306,8 @@ func (k *Keeper) spawn() error {
 	aw.Close()
 	if err != nil {
 		w.Close()
-		return fmt.Errorf("keeper: %w", err)
-	}
-	if err := awaitReady(ar); err != nil {
-		_ = proc.Signal(syscall.SIGKILL)
-		w.Close()
-		return fmt.Errorf("keeper pid %d: %w", proc.PID(), err)
+		ar.Close()
+		return nil, nil, fmt.Errorf("keeper: %w", err)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -253,17 +317,31 @@ func (k *Keeper) spawn() error {
 	// from us.
 	k.key = key
 	k.pending = k.pending[:0]
-	if cg := k.o.Cgroups; cg != nil {
-		o := cg.Owner()
-		k.queueLocked(fmt.Sprintf("cgroup %s %d %d %d\n", strconv.Quote(cg.Base()), o.PID, o.Start, o.PIDNS))
-	}
-	if k.o.JournalDir != "" {
-		k.queueLocked(fmt.Sprintf("journal %s\n", strconv.Quote(k.o.JournalDir)))
-	}
 	for _, run := range k.runs {
 		run.replayLocked()
 	}
-	return nil
+	return proc, ar, nil
+}
+
+// awaitUp waits for the keeper proc to be ready: it then runs, and
+// nobody but root can open its descriptors. One that is not ready is
+// killed and is the live one no more.
+func (k *Keeper) awaitUp(proc *procsup.Process, ar *os.File) error {
+	err := awaitReady(ar)
+	ar.Close()
+	if err == nil {
+		return nil
+	}
+	_ = proc.Signal(syscall.SIGKILL)
+	k.mu.Lock()
+	if k.proc == proc {
+		if k.w != nil {
+			k.w.Close()
+		}
+		k.w = nil
+	}
+	k.mu.Unlock()
+	return fmt.Errorf("keeper pid %d: %w", proc.PID(), err)
 }
 
 // readyLine is what a keeper writes to its stdout once undumpable.
@@ -332,7 +410,6 @@ func (k *Keeper) queueLocked(line string) {
 // the processes seen in trees, the runs that ended) and restarts a keeper
 // that died. Ready and Spawned write through the same flush.
 func (k *Keeper) loop() {
-	defer close(k.done)
 	check := time.NewTicker(stoppedCheck)
 	defer check.Stop()
 	for {
@@ -434,6 +511,11 @@ func (k *Keeper) Close() error {
 	defer timer.Stop()
 	select {
 	case <-k.done:
+	case <-k.started():
+		// The first keeper process is not running yet: not waited for.
+		// What is queued, and the disarm, go into its pipe below; it
+		// reads them once it runs (an agent started after Forked is
+		// gone by now).
 	case <-timer.C:
 		// The writer is blocked on a keeper that does not read.
 		k.mu.Lock()
@@ -454,8 +536,7 @@ func (k *Keeper) Close() error {
 			<-k.done
 			return fmt.Errorf("disarm keeper: pid %d did not read its pipe for %s; killed it", proc.PID(), closeWait)
 		}
-		// Still starting (no agent runs before Ready): disarm it once up.
-		<-k.done
+		<-k.done // the keeper was not up then, and is now
 	}
 	k.wmu.Lock() // after any Spawned still writing
 	defer k.wmu.Unlock()
@@ -481,6 +562,22 @@ func (k *Keeper) Close() error {
 		return fmt.Errorf("disarm keeper pid %d: %w; killed it", proc.PID(), err)
 	}
 	return nil
+}
+
+// started is closed once the first keeper process is forked and not up
+// yet; never closed otherwise.
+func (k *Keeper) started() <-chan struct{} {
+	select {
+	case <-k.up:
+		return nil
+	case <-k.first:
+		if k.firstErr != nil {
+			return nil
+		}
+		return k.first
+	default:
+		return nil
+	}
 }
 
 func (k *Keeper) notDisarmed(proc *procsup.Process, left int) error {

@@ -336,7 +336,7 @@ func TestMessagesWithoutTheKeyAreIgnored(t *testing.T) {
 	defer r.Close()
 	var report strings.Builder
 	done := make(chan int, 1)
-	go func() { done <- serve(r, &report, os.Getpid()) }()
+	go func() { done <- serve(r, &report, os.Getpid(), true) }()
 	fmt.Fprintf(w, "key %s\n%s run 1 %q\n%s group 1 %d %d\n", key, key, marker+"="+value, key,
 		victim.P.PID(), startTicks(t, victim.P.PID()))
 	fmt.Fprintf(w, "disarm\nend 1\nffffffffffffffffffffffffffffffff disarm\nkey %s disarm\n", strings.Repeat("f", 32))
@@ -351,18 +351,22 @@ func TestMessagesWithoutTheKeyAreIgnored(t *testing.T) {
 	require.Contains(t, report.String(), "without hermeskilld's key")
 }
 
-// Main is a keeper only with the arguments Start gives it, naming its
-// parent: the variable alone is not enough.
+// Main is a keeper only with the arguments Start gives it: the variable
+// alone is not enough.
 func TestKeeperArgs(t *testing.T) {
-	ppid := os.Getppid()
-	require.True(t, keeperArgs([]string{"hermeskilld", "keeper", "--for", strconv.Itoa(ppid)}, ppid))
+	pid, ok := keeperArgs([]string{"hermeskilld", "keeper", "--for", "4242"})
+	require.True(t, ok)
+	require.Equal(t, 4242, pid)
 	for _, args := range [][]string{
 		{"hermeskilld", "supervise", "--", "true"},
-		{"hermeskilld", "keeper", "--for", strconv.Itoa(ppid + 1)},
+		{"hermeskilld", "keeper", "--for", "x"},
+		{"hermeskilld", "keeper", "--for", "-1"},
+		{"hermeskilld", "keeper", "--for", "042"},
 		{"hermeskilld", "keeper", "--for"},
 		{"hermeskilld"},
 	} {
-		require.False(t, keeperArgs(args, ppid), "%q", args)
+		_, ok := keeperArgs(args)
+		require.False(t, ok, "%q", args)
 	}
 }
 
@@ -442,4 +446,44 @@ func TestKeeperUndumpableWhenReady(t *testing.T) {
 	for i, line := range lines {
 		require.Equal(t, "uid 0", line, "keeper %d was still dumpable when Ready returned", i)
 	}
+}
+
+// What the keeper must kill is in its pipe once Forked returns, before
+// the keeper runs: a death of hermeskilld right after the agent's fork,
+// before Ready, still kills the whole run.
+func TestForkedIsEnoughToKill(t *testing.T) {
+	k, err := Start(Options{Runtime: rt, Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	// Its own value each run: a keeper of an earlier run (-count) may
+	// still be killing what carries its.
+	value := fmt.Sprintf("/run/hermeskill/test.forked.%d/notify.sock", time.Now().UnixNano())
+	run := k.Guard(marker, value)
+	require.NoError(t, k.Forked())
+	c := testchild.Start(t, rt, "fork-tree", procsup.Spec{Env: []string{marker + "=" + value}}, "3")
+	run.Spawned(c.P.PID(), startTicks(t, c.P.PID()))
+	for _, pid := range c.PIDs {
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	}
+	k.abandon()
+	dead(t, append([]int{c.P.PID()}, c.PIDs...)...)
+}
+
+// A clean exit right after the keeper's fork disarms it without waiting
+// for it to run: it reads the disarm once it does, and exits 0.
+func TestCloseBeforeTheKeeperRuns(t *testing.T) {
+	k, err := Start(Options{Runtime: rt, Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	require.NoError(t, k.Forked())
+	k.mu.Lock()
+	proc := k.proc
+	k.mu.Unlock()
+	require.NoError(t, k.Close())
+	select {
+	case <-proc.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the keeper did not exit after its disarm")
+	}
+	require.Equal(t, "exited with code 0", proc.Status().String())
+	<-k.up
+	require.NoError(t, k.upErr, "it said it was ready before it read the disarm")
 }

@@ -37,26 +37,42 @@ func Main() {
 	if os.Getenv(envName) == "" {
 		return
 	}
-	if os.Getenv(envName) != envValue || !keeperArgs(os.Args, os.Getppid()) {
+	owner, ok := keeperArgs(os.Args)
+	if os.Getenv(envName) != envValue || !ok {
 		os.Unsetenv(envName)
 		return
 	}
 	os.Unsetenv(envName)
+	// hermeskilld starts a confined agent without waiting for us to run,
+	// and may have died since: we are then another's child (its
+	// subreaper's, or init's), and what its pipe says is all there is to
+	// go by (its pid may be another process's already).
+	alive := owner == os.Getppid()
+	// Signals meant for hermeskilld or its terminal are not ours: only a
+	// disarm or the end of the pipe ends a keeper. Ignored before the
+	// ready line, whose write fails with EPIPE (SIGPIPE, fatal on our
+	// stdout) when hermeskilld is gone already.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE,
+		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2)
 	// Nobody but root may open our descriptors (the pipe from hermeskilld)
 	// through /proc, nor ptrace us: not even an agent of our user.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	// Until this line, hermeskilld starts no agent.
+	// Until this line, hermeskilld starts no unconfined agent.
 	_, _ = os.Stdout.WriteString(readyLine)
-	// Signals meant for hermeskilld or its terminal are not ours: only a
-	// disarm or the end of the pipe ends a keeper.
-	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE,
-		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGUSR1, syscall.SIGUSR2)
-	os.Exit(serve(os.Stdin, os.Stderr, os.Getppid()))
+	os.Exit(serve(os.Stdin, os.Stderr, owner, alive))
 }
 
-// keeperArgs reports whether args are those Start gives a keeper of ppid.
-func keeperArgs(args []string, ppid int) bool {
-	return len(args) == 4 && args[1] == "keeper" && args[2] == "--for" && args[3] == strconv.Itoa(ppid)
+// keeperArgs reports whether args are those Start gives a keeper, and
+// the pid of the hermeskilld they name.
+func keeperArgs(args []string) (int, bool) {
+	if len(args) != 4 || args[1] != "keeper" || args[2] != "--for" {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(args[3])
+	if err != nil || pid <= 0 || strconv.Itoa(pid) != args[3] {
+		return 0, false
+	}
+	return pid, true
 }
 
 // Bounds of the kill after hermeskilld died.
@@ -94,17 +110,26 @@ const drainWait = 200 * time.Millisecond
 // serve reads messages until a disarm (exit quietly) or hermeskilld's end
 // — the end of the pipe, or its exit seen on a pidfd, whichever comes
 // first: whoever else holds a write end of the pipe cannot keep us waiting
-// (fail closed: kill what it supervised). owner is hermeskilld's pid.
+// (fail closed: kill what it supervised). owner is hermeskilld's pid;
+// alive, that it was still our parent as we began (else it died before
+// we ran, and the pipe's end is all we go by).
 //
 // The first line is the key ("key HEX"); every later line is "HEX
 // MESSAGE", and a line without the key is reported and ignored: only
 // hermeskilld, which chose the key and wrote it first, can disarm us, end
 // a run or name a process to kill.
-func serve(in io.Reader, report io.Writer, owner int) int {
+func serve(in io.Reader, report io.Writer, owner int, alive bool) int {
 	fs := procfs.Default()
-	// Every agent process started after hermeskilld: only those have
-	// their environment read. Taken now, while hermeskilld lives.
-	st := &state{runs: make(map[uint64]*watch), since: startOf(fs, owner)}
+	st := &state{runs: make(map[uint64]*watch)}
+	var gone <-chan struct{}
+	if alive {
+		// Every agent process started after hermeskilld: only those
+		// have their environment read. Taken now, while hermeskilld
+		// lives. (Gone, its pipe has no writer left: its end of file
+		// comes once read.)
+		st.since = startOf(fs, owner)
+		gone = ownerExit(owner)
+	}
 	lines := make(chan string, 64)
 	go func() {
 		sc := bufio.NewScanner(in)
@@ -114,7 +139,6 @@ func serve(in io.Reader, report io.Writer, owner int) int {
 		}
 		close(lines)
 	}()
-	gone := ownerExit(owner)
 	var drain <-chan time.Time
 	var key string
 	ignored := 0

@@ -267,15 +267,23 @@ func (r *Run) start() error {
 		r.guard = o.Keeper.Guard(procsup.EnvSocket, sockPath)
 		r.marker = procsup.EnvSocket + "=" + sockPath
 	}
-	// Before the fork, the keeper must run and have been told this run
-	// (or its cgroups): should we die at any moment from then on, it
-	// kills the agent's processes.
-	if err := o.Keeper.Ready(); err != nil {
-		return fmt.Errorf("%w (it kills the agent's processes should hermeskilld die; without it they could outlive a SIGKILL)", err)
-	}
 	confine, err := confinement(a, o.Runtime.LandlockABI())
 	if err != nil {
 		return err
+	}
+	// Before the fork, the keeper must exist and have been told this run
+	// (or its cgroups): should we die at any moment from then on, it
+	// kills the agent's processes, once it runs if it does not yet. An
+	// agent in a Landlock domain cannot open the descriptors of a keeper
+	// not yet undumpable (ptrace access outside the domain is refused),
+	// so it need not wait for the keeper's own start; an unconfined one
+	// does.
+	wait, early := o.Keeper.Ready, confine.Restricts()
+	if early {
+		wait = o.Keeper.Forked
+	}
+	if err := wait(); err != nil {
+		return fmt.Errorf("%w (it kills the agent's processes should hermeskilld die; without it they could outlive a SIGKILL)", err)
 	}
 	if err := r.openNetwork(a); err != nil {
 		return err
@@ -296,6 +304,9 @@ func (r *Run) start() error {
 		return err
 	}
 	r.proc = proc
+	if early {
+		go r.watchKeeper()
+	}
 	r.stdout.start()
 	r.stderr.start()
 	r.tree = procsup.NewTree(o.Runtime, proc, procsup.TreeOptions{AgentID: a.ID, Cgroup: r.cg, Exclusive: o.Exclusive,
@@ -323,6 +334,19 @@ func (r *Run) start() error {
 	r.log.Info("agent started", zap.Int("pid", proc.PID()), zap.Strings("command", a.Command),
 		zap.String("containment", r.tree.Mode()), zap.String("confinement", r.confinement), zap.String("socket", sockPath), zap.String("stream_socket", streamPath))
 	return nil
+}
+
+// watchKeeper stops the run should the keeper, forked before the agent
+// but not yet running then, fail to start: fail closed, the agent is not
+// left to run unguarded.
+func (r *Run) watchKeeper() {
+	err := r.o.Keeper.Up()
+	if err == nil {
+		return
+	}
+	r.log.Error("the keeper did not start; stopping the agent", zap.Error(err))
+	r.HostStop(symptoms.InternalError, "keeper",
+		"hermeskilld's keeper did not start ("+err.Error()+"): the agent's processes could have outlived a SIGKILL of hermeskilld")
 }
 
 // abandon releases what start acquired when the agent did not start.

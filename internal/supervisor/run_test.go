@@ -15,6 +15,8 @@ import (
 
 	"github.com/hermeskill/hermeskilld/internal/certs"
 	"github.com/hermeskill/hermeskilld/internal/config"
+	"github.com/hermeskill/hermeskilld/internal/keeper"
+	"github.com/hermeskill/hermeskilld/internal/landlock"
 	"github.com/hermeskill/hermeskilld/internal/procsup"
 	"github.com/hermeskill/hermeskilld/internal/symptoms"
 	"github.com/hermeskill/hermeskilld/internal/testchild"
@@ -90,4 +92,36 @@ func TestRunStatusDuringSurvivorCleanup(t *testing.T) {
 	require.False(t, out.Killed, "no check fired: the agent exited by itself")
 	require.Equal(t, "sigkill", string(out.Reached), "the survivor ignored SIGTERM")
 	require.Equal(t, 0, out.Exit.Code)
+}
+
+// A confined agent is started once its keeper is forked, not once it
+// runs: should the keeper then fail to start (here a program that exits
+// half a second in, never ready), the agent is stopped, fail closed, and
+// the certificate says why.
+func TestRunStoppedWhenItsKeeperFailsToStart(t *testing.T) {
+	if abi := rt.LandlockABI(); abi < landlock.SignalsABI {
+		t.Skipf("the kernel's Landlock ABI is %d: an agent is confined (and started before its keeper runs) from ABI %d", abi, landlock.SignalsABI)
+	}
+	// A keeper that exits, never ready, once the agent has started.
+	exe := filepath.Join(t.TempDir(), "keeper")
+	require.NoError(t, os.WriteFile(exe, []byte("#!/bin/sh\nsleep 0.5\n"), 0o755))
+	k, err := keeper.Start(keeper.Options{Runtime: rt, Exe: exe, Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = k.Close() })
+	a := agentWith(config.Checks{})
+	a.Command = testchild.Spec("hang").Argv
+	a.Env = map[string]string{testchild.Env: "hang"}
+	a.Escalation.CoopGrace, a.Escalation.TermGrace = 100*time.Millisecond, 100*time.Millisecond
+	dir, err := os.MkdirTemp("", "hksup")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	r, err := Start(Options{Agent: a, Runtime: rt, Exclusive: true, Keeper: k, SocketDir: filepath.Join(dir, "sock"),
+		CertsDir: filepath.Join(dir, "certs"), Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	out := r.Wait()
+	require.True(t, out.Killed)
+	require.Equal(t, symptoms.InternalError, out.Trigger.Check)
+	require.Equal(t, "keeper", out.Trigger.Observed)
+	require.Contains(t, out.Trigger.Message, "keeper did not start")
+	require.NoError(t, out.CertErr)
 }
