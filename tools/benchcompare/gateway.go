@@ -117,6 +117,7 @@ const streamChunks = 20
 // /chat/completions is appended to.
 type benchPath struct {
 	name, base, key string
+	kind            string    // a proxy's: bare or gateway
 	cmd             *exec.Cmd // a proxy; nil: direct
 	stdin           io.WriteCloser
 	stdout          *bufio.Reader
@@ -187,7 +188,7 @@ func (b *bench) startProxy(kind, upstream string) (*benchPath, error) {
 	if err := b.start(cmd, false); err != nil {
 		return nil, err
 	}
-	p := &benchPath{name: kind, cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout)}
+	p := &benchPath{name: kind, kind: kind, cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout)}
 	if kind == "bare" {
 		p.name = "bare proxy"
 	}
