@@ -4,7 +4,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -45,10 +44,8 @@ var dropToAgent = []string{"Set-Cookie", "Alt-Svc"}
 // copyBufs are the reverse proxy's buffers, that copy response bodies;
 // streamBufs those of event streams. A stream's copy buffer is held as
 // long as the stream is open (with 1,000 streams open, each KiB of it is a
-// MiB), and the relay returns per Read the events of one read of the
-// upstream, at most relayBufSize and the end of an event: a buffer of
-// relayBufSize takes them in one write but for that end, which follows in
-// a second.
+// MiB); the relay reads the upstream into it (it has no read buffer of its
+// own), and the events of one read go out in one write.
 var (
 	copyBufs   = &bufPool{size: 32 << 10}
 	streamBufs = &bufPool{size: relayBufSize}
@@ -557,7 +554,7 @@ func (x *exchange) newBody(resp *http.Response) *meteredBody {
 				cs.agentUsage = x.agentUsage
 			}
 		}
-		b.relay = &relay{src: bufio.NewReaderSize(b.src, relayBufSize), maxEvent: x.g.cfg.MaxEventBytes, meter: b.meter}
+		b.relay = &relay{src: b.src, maxEvent: x.g.cfg.MaxEventBytes, meter: b.meter}
 		if b.meter != nil && x.fl != nil {
 			b.relay.limit = (&limiter{x: x, meter: b.meter}).check
 		}
