@@ -4,7 +4,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
@@ -19,10 +18,15 @@ var fuzzEndpoints = []endpoint{epChat, epResponses, epMessages}
 // relayAll runs a stream through the relay and its meter, reading it in
 // pieces of at most bufSize bytes.
 func relayAll(t *testing.T, stream []byte, ep endpoint, strip bool, bufSize, maxEvent int) (out []byte, rd reading, skipped bool) {
+	return relayAllBuf(t, stream, ep, strip, bufSize, maxEvent, 32<<10)
+}
+
+// relayAllBuf is relayAll through a copy buffer of copySize bytes.
+func relayAllBuf(t *testing.T, stream []byte, ep endpoint, strip bool, bufSize, maxEvent, copySize int) (out []byte, rd reading, skipped bool) {
 	w := httptest.NewRecorder()
 	m := newStreamMeter(ep, 256, strip)
-	rl := &relay{src: bufio.NewReaderSize(bytes.NewReader(stream), bufSize), maxEvent: maxEvent, meter: m}
-	if err := pump(w, rl); err != nil {
+	rl := &relay{src: pieceReader{bytes.NewReader(stream), bufSize}, maxEvent: maxEvent, meter: m}
+	if err := pumpBuf(w, rl, copySize); err != nil {
 		t.Fatalf("relay of a whole stream: %v", err)
 	}
 	return w.Body.Bytes(), m.result(), rl.skipped
@@ -62,6 +66,18 @@ func FuzzStreamMeters(f *testing.F) {
 		}
 		if !sameReading(rdSmall, rdBig) {
 			t.Fatalf("reading depends on the reads:\n16:  %+v\n64K: %+v", rdSmall, rdBig)
+		}
+		// The relay reads the upstream into the copy buffer: a small one
+		// (events held past it, a full buffer with bytes read still to
+		// take) and the gateway's own give the same.
+		for _, size := range []int{minRelayRead / 2, minRelayRead + 100, relayBufSize} {
+			for _, reads := range []int{7, 64 << 10} {
+				got, rd, sk := relayAllBuf(t, stream, ep, strip, reads, maxEvent, size)
+				if !bytes.Equal(got, big) || sk != skBig || !sameReading(rd, rdBig) {
+					t.Fatalf("through a %d-byte copy buffer, %d-byte reads: forwarded %q, skipped %v, read %+v; want %q, %v, %+v",
+						size, reads, got, sk, rd, big, skBig, rdBig)
+				}
+			}
 		}
 		if !strip && !bytes.Equal(small, stream) {
 			t.Fatalf("a stream with nothing dropped was changed:\nin:  %q\nout: %q", stream, small)

@@ -4,7 +4,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
@@ -124,7 +123,7 @@ func (d *dropLog) event(data []byte) bool {
 // fuzzRelay relays src through a relay reading bufSize bytes at a time.
 func fuzzRelay(t *testing.T, src []byte, bufSize, maxEvent int, meter streamMeter) []byte {
 	w := &countingFlusher{ResponseRecorder: httptest.NewRecorder()}
-	rl := &relay{src: bufio.NewReaderSize(bytes.NewReader(src), bufSize), maxEvent: maxEvent, meter: meter}
+	rl := &relay{src: pieceReader{bytes.NewReader(src), bufSize}, maxEvent: maxEvent, meter: meter}
 	require.NoError(t, pump(w, rl))
 	return w.Body.Bytes()
 }

@@ -4,7 +4,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -44,12 +43,12 @@ var dropToAgent = []string{"Set-Cookie", "Alt-Svc"}
 
 // copyBufs are the reverse proxy's buffers, that copy response bodies;
 // streamBufs those of event streams. A stream's copy buffer is held as
-// long as the stream is open, and the relay returns at most what one read
-// of the upstream buffered (relayBufSize) and the end of an event per
-// Read: twice that is room enough, and a quarter of the proxy's 32 KiB.
+// long as the stream is open (with 1,000 streams open, each KiB of it is a
+// MiB); the relay reads the upstream into it (it has no read buffer of its
+// own), and the events of one read go out in one write.
 var (
 	copyBufs   = &bufPool{size: 32 << 10}
-	streamBufs = &bufPool{size: 2 * relayBufSize}
+	streamBufs = &bufPool{size: relayBufSize}
 )
 
 type bufPool struct {
@@ -90,8 +89,12 @@ func (eb exchangeBufs) Put(b []byte) {
 // in the request's record.
 var discardLog = log.New(io.Discard, "", 0)
 
-// serveHTTP is the gateway's one handler: route, authenticate, admit,
-// forward, meter, record.
+// serveHTTP is the gateway's one handler: route, authenticate, admit
+// (prepare), forward, meter, record. Its own frame is small: a stream's
+// handler goroutine sits in it for as long as the stream is open, and the
+// runtime shrinks a goroutine's stack at a GC only to twice what is in use
+// (runtime.shrinkstack); the request's parsing and admission run in
+// prepare, whose larger frame is gone by then.
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	name, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
@@ -99,31 +102,64 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveSlices(w, r, rest)
 		return
 	}
+	gr, up := g.front(w, r, name)
+	if gr == nil {
+		return
+	}
+	defer g.recoverRequest(gr)
+	x := g.prepare(w, r, gr, up, name, rest, start)
+	if x == nil {
+		return
+	}
+	defer x.cancel(nil)
+	defer gr.release(x.fl) // when forward panics; a no-op once reported
+	defer gr.landed(x.fl)  // when forward panics; landed twice is harmless
+	abort := x.forward(x.path, x.reqBody)
+	gr.landed(x.fl)
+	x.report(start)
+	if abort {
+		// The upstream broke off a response already begun: break the
+		// agent's too, as the upstream would have, so that its SDK sees
+		// an error rather than a short answer.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// front finds the request's upstream and grant, and checks that the
+// connection is the grant's; it answers the request and returns nil when
+// it goes no further.
+func (g *Gateway) front(w http.ResponseWriter, r *http.Request, name string) (*Grant, *upstream) {
 	up := g.upstreams[name]
 	if up == nil {
 		problem{status: http.StatusNotFound, code: "unknown_upstream",
 			msg: "hermeskilld's LLM gateway has no upstream by that name"}.write(w, OpenAI)
-		return
+		return nil, nil
 	}
 	if g.ctx.Err() != nil { // shutting down: Serve or Close began
 		errShutdown.problem().write(w, up.Style)
-		return
+		return nil, nil
 	}
 	gr := g.authenticate(r)
 	if gr == nil {
 		g.log.Warn("llm request without a valid handle refused", zap.String("upstream", name), zap.String("remote", r.RemoteAddr))
 		problem{status: http.StatusUnauthorized, code: "invalid_api_key",
 			msg: "invalid API key: hermeskilld's LLM gateway takes the key of a running agent's grant"}.write(w, up.Style)
-		return
+		return nil, nil
 	}
 	if err := checkPeer(r.Context(), gr); err != nil {
 		g.log.Warn("llm request with the handle of another run's process refused", zap.String("agent", gr.agentID),
 			zap.String("remote", r.RemoteAddr), zap.Error(err))
 		problem{status: http.StatusForbidden, code: "handle_not_yours",
 			msg: "this key is honoured only on connections from the processes of the agent run it was given to (hermeskilld)"}.write(w, up.Style)
-		return
+		return nil, nil
 	}
-	defer g.recoverRequest(gr)
+	return gr, up
+}
+
+// prepare reads and checks the request and admits it: the exchange to
+// forward, or nil when the request was refused or the agent went away
+// (answered and recorded).
+func (g *Gateway) prepare(w http.ResponseWriter, r *http.Request, gr *Grant, up *upstream, name, rest string, start time.Time) *exchange {
 	gr.arrived(start)
 	rec := Record{At: start, Upstream: name, Path: truncate(rest, maxPathInRecord)}
 	if isWebSocket(r) {
@@ -131,7 +167,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		// clients take to mean "use HTTP", at once, without retrying.
 		g.refuse(w, gr, up, rec, problem{status: http.StatusUpgradeRequired, code: "websocket_unsupported",
 			msg: "hermeskilld's LLM gateway meters HTTP requests only: use the HTTP API (WebSocket transport refused)"})
-		return
+		return nil
 	}
 	rt, found, ok := match(up.Style, r.Method, rest)
 	if !ok {
@@ -141,7 +177,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			p.status, p.code = http.StatusMethodNotAllowed, "method_not_allowed"
 		}
 		g.refuse(w, gr, up, rec, p)
-		return
+		return nil
 	}
 	body, err := g.readBody(w, r)
 	if err != nil {
@@ -149,25 +185,25 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &tooBig) {
 			g.refuse(w, gr, up, rec, problem{status: http.StatusRequestEntityTooLarge, code: "request_too_large",
 				msg: fmt.Sprintf("request body over %d bytes (hermeskilld's LLM gateway)", tooBig.Limit)})
-			return
+			return nil
 		}
 		g.log.Debug("llm request body unread", zap.String("agent", gr.agentID), zap.Error(err))
 		gr.gone(time.Now())
-		return
+		return nil
 	}
 	var info reqInfo
 	if r.Method == http.MethodPost {
 		if info, err = parseRequest(body); err != nil {
 			g.refuse(w, gr, up, rec, problem{status: http.StatusBadRequest, code: "duplicate_key",
 				msg: "request body has a " + err.Error() + ": hermeskilld's LLM gateway refuses a member named twice"})
-			return
+			return nil
 		}
 	}
 	rec.Model, rec.RequestModel = info.model, info.model
 	if rt.ep == epResponses && info.background {
 		g.refuse(w, gr, up, rec, problem{status: http.StatusBadRequest, code: "background_unsupported",
 			msg: `"background": true is refused by hermeskilld's LLM gateway: a background response's usage never passes through it; send the request without it`})
-		return
+		return nil
 	}
 	strip := false
 	if rt.ep == epChat && info.stream && !info.usageOpt {
@@ -182,7 +218,12 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
+	admitted := false
+	defer func() {
+		if !admitted {
+			cancel(nil)
+		}
+	}()
 	fl := &flight{cancel: cancel}
 	for {
 		cut, wait, paused := gr.admit(fl, res)
@@ -194,7 +235,7 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			g.refuse(w, gr, up, rec, cut.problem())
-			return
+			return nil
 		}
 		if wait == nil {
 			break
@@ -210,24 +251,19 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done(): // the agent went away, or the gateway shuts down
 			gr.unwait(res, wait)
 			gr.gone(time.Now())
-			return
+			return nil
 		}
 	}
-	defer gr.release(fl) // when forward panics; a no-op once reported
-	defer gr.landed(fl)  // when forward panics; landed twice is harmless
-	x := &exchange{g: g, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, up: up, ep: rt.ep, strip: strip, res: res, rec: rec,
-		agentID: gr.agentID, gr: gr, fl: fl, agentUsage: info.usageOpt}
-	abort := x.forward(rest, body)
-	gr.landed(fl)
+	admitted = true
+	return &exchange{g: g, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, up: up, ep: rt.ep, strip: strip, res: res, rec: rec,
+		agentID: gr.agentID, gr: gr, fl: fl, agentUsage: info.usageOpt, path: rest, reqBody: body}
+}
+
+// report records the exchange, forwarded at start.
+func (x *exchange) report(start time.Time) {
 	x.rec.Duration = time.Since(start)
-	g.logRecord(gr, &x.rec)
-	gr.report(x.rec, fl)
-	if abort {
-		// The upstream broke off a response already begun: break the
-		// agent's too, as the upstream would have, so that its SDK sees
-		// an error rather than a short answer.
-		panic(http.ErrAbortHandler)
-	}
+	x.g.logRecord(x.gr, &x.rec)
+	x.gr.report(x.rec, x.fl)
 }
 
 // recoverRequest turns a panic in the handling of one of gr's requests
@@ -333,6 +369,10 @@ type exchange struct {
 	// agentUsage: the agent asked for a chat stream's usage chunk.
 	agentUsage bool
 	cut        *streamCut // the stream was cut at the budget; nil: not
+	// path is the request's under the upstream's URL, reqBody the body
+	// forwarded
+	path    string
+	reqBody []byte
 }
 
 // errSwitched is an upstream that answered 101: the gateway forwards HTTP
@@ -343,24 +383,40 @@ var errSwitched = errors.New("switched protocols unasked")
 // the response, filling the record. abort is true when the agent's
 // response must be broken off.
 func (x *exchange) forward(path string, body []byte) (abort bool) {
-	target, err := url.Parse(x.up.URL + "/" + path)
-	if err != nil { // the path is checked and the URL valid: not expected
-		x.answer(x.w, problem{status: http.StatusBadGateway, code: "bad_upstream_request", msg: "hermeskilld could not build the upstream request"})
-		x.rec.Err = err.Error()
+	rp, aw := x.reverseProxy(path, body)
+	if rp == nil {
 		return false
 	}
-	target.RawQuery = x.r.URL.RawQuery
-	// The agent's Upgrade is not forwarded (Rewrite drops it): removed
-	// here, the reverse proxy does not look for a protocol switch either.
-	x.r.Header.Del("Upgrade")
-	aw := &agentWriter{ResponseWriter: x.w, rc: x.rc, timeout: x.g.cfg.AgentWriteTimeout}
 	defer x.rc.SetWriteDeadline(time.Time{})
 	defer func() {
 		if x.body != nil {
 			x.body.Close() // when the proxy panics; closing twice is harmless
 		}
 	}()
-	rp := &httputil.ReverseProxy{
+	abort = proxy(rp, aw, x.r.WithContext(x.ctx))
+	if x.body != nil {
+		x.settle(aw.err)
+	}
+	return abort
+}
+
+// reverseProxy is the reverse proxy of the exchange and the agent's writer
+// it writes to; nil when the upstream request cannot be made (answered).
+// Apart from forward, so that forward's frame, under a stream's copy for
+// as long as it is open, stays small.
+func (x *exchange) reverseProxy(path string, body []byte) (*httputil.ReverseProxy, *agentWriter) {
+	target, err := url.Parse(x.up.URL + "/" + path)
+	if err != nil { // the path is checked and the URL valid: not expected
+		x.answer(x.w, problem{status: http.StatusBadGateway, code: "bad_upstream_request", msg: "hermeskilld could not build the upstream request"})
+		x.rec.Err = err.Error()
+		return nil, nil
+	}
+	target.RawQuery = x.r.URL.RawQuery
+	// The agent's Upgrade is not forwarded (Rewrite drops it): removed
+	// here, the reverse proxy does not look for a protocol switch either.
+	x.r.Header.Del("Upgrade")
+	aw := &agentWriter{ResponseWriter: x.w, rc: x.rc, timeout: x.g.cfg.AgentWriteTimeout}
+	return &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { x.rewrite(pr, target, body) },
 		Transport: x.g.transport,
 		// FlushInterval 0: the proxy flushes each write of an event stream
@@ -373,12 +429,7 @@ func (x *exchange) forward(path string, body []byte) (abort bool) {
 		ModifyResponse: x.modifyResponse,
 		ErrorHandler:   x.proxyError,
 		ErrorLog:       discardLog, // every error ends in the request's record
-	}
-	abort = proxy(rp, aw, x.r.WithContext(x.ctx))
-	if x.body != nil {
-		x.settle(aw.err)
-	}
-	return abort
+	}, aw
 }
 
 // proxy serves r through rp. abort is true when rp broke the response off
@@ -503,7 +554,7 @@ func (x *exchange) newBody(resp *http.Response) *meteredBody {
 				cs.agentUsage = x.agentUsage
 			}
 		}
-		b.relay = &relay{src: bufio.NewReaderSize(b.src, relayBufSize), maxEvent: x.g.cfg.MaxEventBytes, meter: b.meter}
+		b.relay = &relay{src: b.src, maxEvent: x.g.cfg.MaxEventBytes, meter: b.meter}
 		if b.meter != nil && x.fl != nil {
 			b.relay.limit = (&limiter{x: x, meter: b.meter}).check
 		}
@@ -514,27 +565,33 @@ func (x *exchange) newBody(resp *http.Response) *meteredBody {
 
 func (b *meteredBody) Read(p []byte) (int, error) {
 	if b.ended {
-		if len(b.tail) > 0 {
-			n := copy(p, b.tail)
-			b.tail = b.tail[n:]
-			return n, nil
-		}
-		if b.err != nil && !b.cut {
-			return 0, b.err
-		}
-		return 0, io.EOF
+		return b.readEnded(p)
 	}
 	n, err := b.src.Read(p)
 	if b.metered && b.relay == nil && !b.over && n > 0 {
-		if int64(b.held.Len()+n) > b.x.g.cfg.MaxResponseBytes {
-			b.over, b.held = true, bytes.Buffer{}
-		} else {
-			b.held.Write(p[:n])
-		}
+		b.hold(p[:n])
 	}
 	if err == nil {
 		return n, nil
 	}
+	b.end(err)
+	if n > 0 {
+		return n, nil
+	}
+	return b.readEnded(p)
+}
+
+// hold keeps what was read of a non-streamed body, to meter it at its end.
+func (b *meteredBody) hold(p []byte) {
+	if int64(b.held.Len()+len(p)) > b.x.g.cfg.MaxResponseBytes {
+		b.over, b.held = true, bytes.Buffer{}
+		return
+	}
+	b.held.Write(p)
+}
+
+// end takes the end of src: io.EOF, or its read error.
+func (b *meteredBody) end(err error) {
 	b.ended = true
 	if b.x.cut != nil {
 		// Cut at the budget: the upstream is told at once (its connection
@@ -550,10 +607,20 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 			b.cut, b.tail = true, cut.problem().event(b.x.up.Style)
 		}
 	}
-	if n > 0 {
+}
+
+// readEnded reads once src ended: the rest of a cut stream's tail, then
+// src's error or io.EOF.
+func (b *meteredBody) readEnded(p []byte) (int, error) {
+	if len(b.tail) > 0 {
+		n := copy(p, b.tail)
+		b.tail = b.tail[n:]
 		return n, nil
 	}
-	return b.Read(p)
+	if b.err != nil && !b.cut {
+		return 0, b.err
+	}
+	return 0, io.EOF
 }
 
 // Close closes the upstream's body and stops the idle timer. The

@@ -4,14 +4,19 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 )
 
-// relayBufSize is the read buffer of a stream: an event of the providers
-// is a few hundred bytes; a longer line is read in pieces.
+// relayBufSize is a stream's copy buffer (streamBufs), that the relay
+// reads the upstream into: an event of the providers is a few hundred
+// bytes; a longer line is read in pieces.
 const relayBufSize = 4 << 10
+
+// minRelayRead is the least room a read of the upstream is given in the
+// caller's buffer; with less, the relay returns what it has, or (an event
+// being held that fills the buffer) reads into a buffer of its own.
+const minRelayRead = 512
 
 // keepEventCap is the capacity the event buffer keeps between events; a
 // larger one (after a large event) is released.
@@ -21,23 +26,39 @@ const keepEventCap = 64 << 10
 // gets it, and shows each event's data to the meter on the way. An event
 // is held only until its blank line; one longer than maxEvent is passed on
 // as it comes and not read. The reverse proxy writes and flushes what each
-// Read returns, so a Read returns as soon as it has a whole event and the
-// source has no further line already read: the events that came in one
-// read of the upstream go out in one write and one flush, and none waits
-// for the next to arrive.
+// Read returns, so a Read returns as soon as it has a whole event and
+// nothing more of what the upstream sent is in hand: the events that came
+// in one read of the upstream go out in one write and one flush, and none
+// waits for the next to arrive.
+//
+// The relay has no read buffer of its own: it reads the upstream into the
+// caller's buffer, past what it returns and the event it holds (a stream's
+// copy buffer is held as long as the stream is open, and a second buffer
+// per stream would be 4 KiB more of each). The bytes read are taken line
+// by line; an event's bytes are copied out to where the output goes, which
+// never passes the bytes not yet taken (the read begins past the room the
+// held event needs). What is left when the caller's buffer is full is kept
+// in the relay's own memory (spill) until the next Read.
 type relay struct {
-	src      *bufio.Reader
+	src      io.Reader
 	maxEvent int
 	meter    streamMeter // nil: forward only
 	// limit, when set, is asked after each event the meter read: the
 	// events that end the stream there (it was cut at the budget), or nil.
 	limit func() []byte
 
+	in     []byte // read from src and not yet taken
+	inP    bool   // in (and out, when outP) is in the caller's buffer
+	outP   bool
+	srcErr error  // src's error or io.EOF, taken once in is
+	spill  []byte // in and out kept over a return, and the read buffer of an event held past the caller's
+
 	ev       []byte // the event being read, until its blank line
 	data     []byte // its data lines, joined
 	out      []byte // what Read returns next: an event, or a piece of one too long to hold
 	end      []byte // what limit ended the stream with, returned after out
 	midLine  bool   // the last piece read did not end its line
+	crOnly   bool   // and its line so far is "\r"
 	overflow bool   // the current event passed maxEvent: the rest passes unread
 	skipped  bool   // an event was not read
 	err      error  // the source's end: io.EOF, or its read error
@@ -57,60 +78,106 @@ func (e *agentError) Unwrap() error { return e.err }
 func (rl *relay) Read(p []byte) (int, error) {
 	n := 0
 	for {
-		c := copy(p[n:], rl.out)
+		c := copy(p[n:], rl.out) // out may be in p, at or past n: copy moves
 		rl.out, n = rl.out[c:], n+c
 		switch {
 		case len(rl.out) > 0: // p is full
+			rl.detach()
 			return n, nil
 		case len(rl.end) > 0:
-			rl.out, rl.end = rl.end, nil
+			rl.out, rl.end, rl.outP = rl.end, nil, false
 			continue
 		case rl.err != nil && n > 0:
 			return n, nil
 		case rl.err != nil:
 			return 0, rl.err
-		case n > 0 && !rl.lineBuffered():
+		case n > 0 && len(rl.in) == 0:
 			return n, nil
 		}
-		rl.next()
+		rl.outP = false
+		if !rl.next(p, n) {
+			return n, nil
+		}
 	}
 }
 
-// lineBuffered is true when the source's next piece is already read: a
-// whole line, or a full buffer of one.
-func (rl *relay) lineBuffered() bool {
-	b, _ := rl.src.Peek(rl.src.Buffered())
-	return len(b) == rl.src.Size() || bytes.IndexByte(b, '\n') >= 0
+// detach moves what of in and out is in the caller's buffer to the
+// relay's own, before Read returns.
+func (rl *relay) detach() {
+	if !rl.inP {
+		return
+	}
+	if rl.outP {
+		no := len(rl.out)
+		rl.spill = append(append(rl.spill[:0], rl.out...), rl.in...)
+		rl.out, rl.in = rl.spill[:no:no], rl.spill[no:]
+	} else {
+		rl.spill = append(rl.spill[:0], rl.in...)
+		rl.in = rl.spill
+	}
+	rl.inP, rl.outP = false, false
 }
 
-// next reads one piece of the source: a whole line or part of one.
-func (rl *relay) next() {
-	line, err := rl.src.ReadSlice('\n')
-	if len(line) > 0 {
-		rl.line(line, err == nil)
+// next takes one piece of the source: a whole line or part of one, read
+// into p past n (what Read returns so far) and the held event when
+// nothing read is left. It is false when p has no room for a read and
+// Read has bytes to return.
+func (rl *relay) next(p []byte, n int) bool {
+	if len(rl.in) == 0 {
+		if rl.srcErr != nil {
+			rl.sourceEnd(rl.srcErr)
+			return true
+		}
+		buf := p[min(n+len(rl.ev), len(p)):]
+		rl.inP = true
+		if len(buf) < minRelayRead {
+			if n > 0 {
+				return false
+			}
+			// The held event fills p: read into the relay's own buffer.
+			if cap(rl.spill) < relayBufSize {
+				rl.spill = make([]byte, relayBufSize)
+			}
+			buf, rl.inP = rl.spill[:cap(rl.spill)], false
+		}
+		m, err := rl.src.Read(buf)
+		rl.in, rl.srcErr = buf[:m], err
+		return true
 	}
-	switch {
-	case err == nil, err == bufio.ErrBufferFull:
-	case err == io.EOF:
+	line, whole := rl.in, false
+	if i := bytes.IndexByte(rl.in, '\n'); i >= 0 {
+		line, whole = rl.in[:i+1], true
+	}
+	rl.in = rl.in[len(line):]
+	rl.line(line, whole)
+	return true
+}
+
+// sourceEnd takes the source's end: io.EOF, or its read error.
+func (rl *relay) sourceEnd(err error) {
+	if err == io.EOF {
 		rl.err = io.EOF
 		if len(rl.ev) > 0 { // the last event had no blank line
 			rl.endEvent()
 		}
-	default:
-		rl.resetEvent()
-		rl.err = err
+		return
 	}
+	rl.resetEvent()
+	rl.err = err
 }
 
 // line takes one read piece: a whole line (ending in '\n') or part of one.
 func (rl *relay) line(b []byte, whole bool) {
-	blank := !rl.midLine && whole && (len(b) == 1 || len(b) == 2 && b[0] == '\r')
+	// A line comes in pieces where a read of the upstream ended in it: a
+	// blank line may be "\r", then "\n".
+	blank := whole && (!rl.midLine && (len(b) == 1 || len(b) == 2 && b[0] == '\r') || rl.midLine && rl.crOnly && len(b) == 1)
+	rl.crOnly = !whole && !rl.midLine && len(b) == 1 && b[0] == '\r'
 	rl.midLine = !whole
 	if rl.overflow {
 		if blank {
 			rl.overflow = false
 		}
-		rl.out = b
+		rl.out, rl.outP = b, rl.inP
 		return
 	}
 	rl.ev = append(rl.ev, b...)
@@ -134,7 +201,8 @@ func (rl *relay) endEvent() {
 		drop = rl.meter.event(data)
 		if rl.limit != nil {
 			if end := rl.limit(); end != nil {
-				rl.end, rl.err = end, io.EOF
+				// Nothing more is read: what came after the event is dropped.
+				rl.end, rl.err, rl.in = end, io.EOF, nil
 			}
 		}
 	}

@@ -4,7 +4,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"net/http"
 	"strings"
@@ -40,13 +39,11 @@ func BenchmarkRelayChatStream(b *testing.B) {
 	stream := []byte(sb.String())
 	w := &discardFlusher{h: http.Header{}}
 	src := bytes.NewReader(stream)
-	br := bufio.NewReaderSize(src, relayBufSize)
 	b.ReportAllocs()
 	for b.Loop() {
 		src.Reset(stream)
-		br.Reset(src)
 		m := newStreamMeter(epChat, DefaultMaxToolArgsBytes, true)
-		if err := pump(w, &relay{src: br, maxEvent: DefaultMaxEventBytes, meter: m}); err != nil {
+		if err := pump(w, &relay{src: src, maxEvent: DefaultMaxEventBytes, meter: m}); err != nil {
 			b.Fatal(err)
 		}
 		if rd := m.result(); !rd.done || !rd.usage {

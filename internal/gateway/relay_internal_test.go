@@ -4,7 +4,6 @@
 package gateway
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"net/http"
@@ -45,8 +44,12 @@ func (c *countingFlusher) Flush() { c.flushes++ }
 
 // pump copies rl to w as the gateway's reverse proxy does (FlushInterval
 // -1, 32 KiB buffers): each read written, then flushed.
-func pump(w http.ResponseWriter, rl *relay) error {
-	buf := make([]byte, 32<<10)
+func pump(w http.ResponseWriter, rl *relay) error { return pumpBuf(w, rl, 32<<10) }
+
+// pumpBuf is pump through a copy buffer of size bytes: the relay reads
+// the upstream into it.
+func pumpBuf(w http.ResponseWriter, rl *relay, size int) error {
+	buf := make([]byte, size)
 	rc := http.NewResponseController(w)
 	for {
 		n, err := rl.Read(buf)
@@ -70,13 +73,27 @@ func pump(w http.ResponseWriter, rl *relay) error {
 func runRelay(t *testing.T, src io.Reader, maxEvent int, meter streamMeter) (*countingFlusher, *relay, error) {
 	t.Helper()
 	w := &countingFlusher{ResponseRecorder: httptest.NewRecorder()}
-	rl := &relay{src: bufio.NewReaderSize(src, 16), maxEvent: maxEvent, meter: meter}
+	rl := &relay{src: pieceReader{src, 16}, maxEvent: maxEvent, meter: meter}
 	err := pump(w, rl)
 	return w, rl, err
 }
 
+// pieceReader reads at most n bytes at a time: an upstream whose events
+// come in pieces.
+type pieceReader struct {
+	r io.Reader
+	n int
+}
+
+func (p pieceReader) Read(b []byte) (int, error) {
+	if len(b) > p.n {
+		b = b[:p.n]
+	}
+	return p.r.Read(b)
+}
+
 func TestRelayEvents(t *testing.T) {
-	long := strings.Repeat("x", 100) // longer than the 16-byte read buffer
+	long := strings.Repeat("x", 100) // longer than the 16-byte reads
 	stream := ": keep-alive\n\n" +
 		"event: a\r\ndata: one\r\n\r\n" +
 		"data: " + long + "\n\n" +
@@ -120,7 +137,7 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 func TestRelayAgentGone(t *testing.T) {
 	w := failingWriter{httptest.NewRecorder()}
 	aw := &agentWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: time.Minute}
-	rl := &relay{src: bufio.NewReader(strings.NewReader("data: a\n\n")), maxEvent: 1 << 10}
+	rl := &relay{src: strings.NewReader("data: a\n\n"), maxEvent: 1 << 10}
 	var ae *agentError
 	assert.ErrorAs(t, pump(aw, rl), &ae)
 	assert.ErrorAs(t, aw.err, &ae, "the agent's writer keeps the failure for the record")
@@ -138,7 +155,7 @@ func TestRelayCoalescesWhatCameTogether(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pr.Close()
 	d := &dataLog{}
-	rl := &relay{src: bufio.NewReaderSize(pr, relayBufSize), maxEvent: 1 << 10, meter: d}
+	rl := &relay{src: pr, maxEvent: 1 << 10, meter: d}
 	reads := make(chan string)
 	go func() {
 		defer close(reads)
@@ -177,7 +194,7 @@ func TestStreamCopyBuffer(t *testing.T) {
 	stream := exchangeBufs{&exchange{body: &meteredBody{relay: &relay{}}}}
 	plain := exchangeBufs{&exchange{body: &meteredBody{}}}
 	b := stream.Get()
-	assert.Len(t, b, 2*relayBufSize)
+	assert.Len(t, b, relayBufSize)
 	stream.Put(b)
 	c := plain.Get()
 	assert.Len(t, c, 32<<10)

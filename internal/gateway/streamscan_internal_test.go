@@ -53,6 +53,11 @@ func FuzzStreamScan(f *testing.F) {
 			f.Add(ep, []byte(ev))
 		}
 	}
+	// An agent's turn asking for a tool in each protocol
+	// (toolTurn): text deltas, the call's argument deltas, the usage.
+	for sel, ep := range fuzzEndpoints {
+		f.Add(uint8(sel), bytes.Join(eventsOf(toolTurn(ep, "grep", `{"path":"/tmp/caf\u00e9","pattern":"a\"b\\c","n":3}`)), []byte("\n")))
+	}
 	f.Fuzz(func(t *testing.T, ep uint8, input []byte) {
 		e := fuzzEndpoints[int(ep)%len(fuzzEndpoints)]
 		scanned := newStreamMeter(e, 64, true).(decoder)

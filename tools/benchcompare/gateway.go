@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,28 @@ import (
 //     events), and the proxy's RSS per open stream.
 func (b *bench) gatewayRows() ([]Row, []string) {
 	const g = "7 gateway"
+	var notes []string
+	// Each held stream is two descriptors in the proxy (the agent's
+	// connection and the upstream's) and two in the harness (its client's
+	// and its fake upstream's); the proxies inherit the harness's limit.
+	// Where it cannot be raised, the counts are cut to what it allows.
+	most := 0
+	if b.cfg.gwParts["held"] {
+		most = slices.Max(b.cfg.gwStreams)
+	}
+	if b.cfg.gwParts["many"] {
+		most = max(most, b.cfg.gwMany)
+	}
+	if said, limit, err := raiseNoFile(uint64(2*most + fdSlack)); err != nil {
+		fit := max(int(limit)-fdSlack, 0) / 2
+		notes = append(notes, fmt.Sprintf("gateway: %v: at most %d streams held at once", err, fit))
+		for i, n := range b.cfg.gwStreams {
+			b.cfg.gwStreams[i] = min(n, fit)
+		}
+		b.cfg.gwMany = min(b.cfg.gwMany, fit)
+	} else if said != "" {
+		notes = append(notes, "gateway: "+said+" for the held streams")
+	}
 	up, err := startFakeUpstream()
 	if err != nil {
 		return []Row{failed(g, "fake upstream", err)}, nil
@@ -49,25 +72,41 @@ func (b *bench) gatewayRows() ([]Row, []string) {
 		defer b.stopProxy(p)
 		paths = append(paths, p)
 	}
-	b.logf("7 gateway: %d requests per path at c=1, %d rounds of %s at c=%d, %d streams for %s",
-		b.cfg.gwN, b.cfg.gwRounds, b.cfg.gwWindow, b.cfg.gwConc, b.cfg.gwStreams, b.cfg.gwHold)
+	b.logf("7 gateway: %d requests per path at c=1, %d rounds of %s at c=%d, %v streams for %s, %d at a chunk per %s",
+		b.cfg.gwN, b.cfg.gwRounds, b.cfg.gwWindow, b.cfg.gwConc, b.cfg.gwStreams, b.cfg.gwHold, b.cfg.gwMany, b.cfg.gwManyEvery)
 	var rows []Row
 	for _, stream := range []bool{false, true} {
 		kind := "plain completion"
 		if stream {
 			kind = fmt.Sprintf("stream of %d chunks", streamChunks)
 		}
-		rows = append(rows, b.latencyRows(g, kind, paths, stream)...)
+		if b.cfg.gwParts["latency"] {
+			rows = append(rows, b.latencyRows(g, kind, paths, stream)...)
+		}
 		if b.interrupted() {
 			return rows, nil
 		}
-		rows = append(rows, b.throughputRows(g, kind, paths, stream)...)
+		if b.cfg.gwParts["rate"] {
+			rows = append(rows, b.throughputRows(g, kind, paths, stream)...)
+		}
 		if b.interrupted() {
 			return rows, nil
 		}
 	}
-	rows = append(rows, b.heldRows(g, paths, up)...)
-	notes := []string{"gateway: added latency is a path's percentile minus the direct path's; CPU per request is the proxy process's utime+stime over a window divided by the requests it completed; the load and the fake upstream share the machine with the proxies."}
+	if b.cfg.gwParts["slo"] && !b.interrupted() {
+		rows = append(rows, b.sloRows(g, paths)...)
+	}
+	var specs []holdSpec
+	for _, n := range b.cfg.gwStreams {
+		specs = append(specs, holdSpec{n: n, every: b.cfg.gwEvery, hold: b.cfg.gwHold})
+	}
+	if b.cfg.gwParts["held"] {
+		rows = append(rows, b.heldRows(g, up, paths, specs, b.cfg.gwProfile)...)
+	}
+	if b.cfg.gwParts["many"] && b.cfg.gwMany > 0 && !b.interrupted() {
+		rows = append(rows, b.heldRows(g, up, paths[1:], []holdSpec{{n: b.cfg.gwMany, every: b.cfg.gwManyEvery, hold: b.cfg.gwManyHold}}, b.cfg.gwProfile)...)
+	}
+	notes = append(notes, "gateway: added latency is a path's percentile minus the direct path's; CPU per request is the proxy process's utime+stime over a window divided by the requests it completed; the load and the fake upstream share the machine with the proxies; a held stream is stalled when a gap between two of its chunks is a second longer than their period, or it broke; RSS per open stream is the proxy's RSS with the streams open minus before, over their count, and the live heap and stacks the same after a GC.")
 	return rows, notes
 }
 
@@ -78,8 +117,44 @@ const streamChunks = 20
 // /chat/completions is appended to.
 type benchPath struct {
 	name, base, key string
+	kind            string    // a proxy's: bare or gateway
 	cmd             *exec.Cmd // a proxy; nil: direct
-	stdin           io.Closer
+	stdin           io.WriteCloser
+	stdout          *bufio.Reader
+}
+
+// ask sends the proxy one question (proxyCommand) and returns its answer.
+func (p *benchPath) ask(question string) (string, error) {
+	if _, err := io.WriteString(p.stdin, question+"\n"); err != nil {
+		return "", err
+	}
+	line := make(chan string, 1)
+	go func() {
+		l, _ := p.stdout.ReadString('\n')
+		line <- strings.TrimSuffix(l, "\n")
+	}()
+	select {
+	case l := <-line:
+		if rest, ok := strings.CutPrefix(l, "error "); ok {
+			return "", fmt.Errorf("%s proxy: %s", p.name, rest)
+		}
+		return l, nil
+	case <-time.After(30 * time.Second):
+		return "", fmt.Errorf("%s proxy: no answer to %q in 30s", p.name, question)
+	}
+}
+
+// liveMem is the proxy's heap in use and goroutine stacks (bytes, after a
+// GC) and its goroutines.
+func (p *benchPath) liveMem() (heap, stacks, goroutines int64, err error) {
+	l, err := p.ask("mem")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if _, err := fmt.Sscanf(l, "mem %d %d %d", &heap, &stacks, &goroutines); err != nil {
+		return 0, 0, 0, fmt.Errorf("%s proxy said %q", p.name, l)
+	}
+	return heap, stacks, goroutines, nil
 }
 
 func (p *benchPath) pid() int {
@@ -96,7 +171,11 @@ func (b *bench) startProxy(kind, upstream string) (*benchPath, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := b.command([]string{exe, serveProxyArg, kind, upstream})
+	argv := []string{exe, serveProxyArg, kind, upstream}
+	if b.cfg.gwProfile != "" {
+		argv = append(argv, "profile")
+	}
+	cmd := b.command(argv)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -109,13 +188,13 @@ func (b *bench) startProxy(kind, upstream string) (*benchPath, error) {
 	if err := b.start(cmd, false); err != nil {
 		return nil, err
 	}
-	p := &benchPath{name: kind, cmd: cmd, stdin: stdin}
+	p := &benchPath{name: kind, kind: kind, cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout)}
 	if kind == "bare" {
 		p.name = "bare proxy"
 	}
 	line := make(chan string, 1)
 	go func() {
-		l, _ := bufio.NewReader(stdout).ReadString('\n')
+		l, _ := p.stdout.ReadString('\n')
 		line <- l
 	}()
 	select {
@@ -148,7 +227,7 @@ func (b *bench) stopProxy(p *benchPath) {
 // fakeUpstream answers chat completions: a completion with its usage, or
 // a stream of streamChunks chunks (each written and flushed apart, as a
 // provider sends them), the usage chunk when asked, and [DONE]; with
-// ?hold=D, a stream of one chunk every 100 ms for D.
+// ?hold=D, a stream of one chunk every 100 ms (or ?every=P) for D.
 type fakeUpstream struct {
 	url string
 	srv *http.Server
@@ -176,7 +255,11 @@ func startFakeUpstream() (*fakeUpstream, error) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
 		if hold, err := time.ParseDuration(r.URL.Query().Get("hold")); err == nil {
-			tick := time.NewTicker(100 * time.Millisecond)
+			every, err := time.ParseDuration(r.URL.Query().Get("every"))
+			if err != nil || every <= 0 {
+				every = 100 * time.Millisecond
+			}
+			tick := time.NewTicker(every)
 			defer tick.Stop()
 			end := time.Now().Add(hold)
 			for time.Now().Before(end) {
@@ -204,6 +287,13 @@ func startFakeUpstream() (*fakeUpstream, error) {
 }
 
 func (u *fakeUpstream) close() { _ = u.srv.Close() }
+
+// closeIdle closes the upstream's idle keep-alive connections (the
+// proxies' pools).
+func (u *fakeUpstream) closeIdle() {
+	u.srv.SetKeepAlivesEnabled(false)
+	u.srv.SetKeepAlivesEnabled(true)
+}
 
 // benchClient is the agents' side: keep-alive connections, enough idle
 // ones for every agent of the run.
@@ -405,147 +495,4 @@ func cmpErr(a, b error) error {
 		return a
 	}
 	return b
-}
-
-// heldRows: gwStreams streams of 10 Hz held open at once on each path in
-// turn, and each proxy's RSS per open stream.
-func (b *bench) heldRows(g string, paths []*benchPath, up *fakeUpstream) []Row {
-	n, hold := b.cfg.gwStreams, b.cfg.gwHold
-	var rows []Row
-	var bareMem float64
-	for _, p := range paths {
-		name := fmt.Sprintf("%d streams of one chunk per 100 ms held %s: %s", n, hold, p.name)
-		res, err := b.holdStreams(p, n, hold)
-		if err != nil {
-			rows = append(rows, failed(g, name, err))
-			continue
-		}
-		s := Summarize(res.gaps)
-		r := Row{Group: g, Name: name + " (longest gap between two chunks)", N: n,
-			P50: fmt.Sprintf("%d of %d held", n-res.stalled, n), P99: fmtMs(s.P99), Max: fmtMs(s.Max)}
-		if p.name == "gateway" {
-			r.Target, r.OK = "every stream held", check(res.stalled == 0)
-		}
-		rows = append(rows, r)
-		if p.pid() == 0 {
-			continue
-		}
-		mem := Row{Group: g, Name: fmt.Sprintf("%s RSS per open stream (%d open)", p.name, n),
-			P50: fmt.Sprintf("%.1f KiB", res.rssPerStream/1024)}
-		switch p.name {
-		case "bare proxy":
-			bareMem = res.rssPerStream
-		case "gateway":
-			mem.Versus = fmtRatio(res.rssPerStream/bareMem) + " of bare proxy"
-			mem.Target, mem.OK = "≤ ×1.25 of bare proxy", checkLE(res.rssPerStream/bareMem, 1.25)
-		}
-		rows = append(rows, mem)
-		if b.interrupted() {
-			break
-		}
-	}
-	return rows
-}
-
-type holdResult struct {
-	stalled      int
-	gaps         []float64 // each stream's longest gap, ms
-	rssPerStream float64   // bytes; the proxy's
-}
-
-// stallGap is the silence that makes a held stream stalled.
-const stallGap = time.Second
-
-// holdStreams opens n streams on p, their starts spread over one event's
-// period, and reads each until its end.
-func (b *bench) holdStreams(p *benchPath, n int, hold time.Duration) (holdResult, error) {
-	var res holdResult
-	var rss0 int64
-	if p.pid() != 0 {
-		runtimeSettle()
-		rss0, _, _ = procStatus(p.pid())
-	}
-	c := benchClient(n)
-	defer c.CloseIdleConnections()
-	var opened, finished sync.WaitGroup
-	opened.Add(n)
-	var mu sync.Mutex
-	var firstErr error
-	for i := range n {
-		finished.Go(func() {
-			var once sync.Once
-			open := func() { once.Do(opened.Done) }
-			defer open()
-			time.Sleep(time.Duration(i) * 100 * time.Millisecond / time.Duration(n))
-			gap, err := holdOne(c, p, hold, open)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				firstErr = cmpErr(firstErr, err)
-				res.stalled++
-				return
-			}
-			res.gaps = append(res.gaps, ms(gap))
-			if gap > stallGap {
-				res.stalled++
-			}
-		})
-	}
-	opened.Wait()
-	if p.pid() != 0 {
-		rss1, _, err := procStatus(p.pid())
-		if err != nil {
-			return res, err
-		}
-		res.rssPerStream = float64(rss1-rss0) / float64(n)
-	}
-	finished.Wait()
-	if firstErr != nil && res.stalled == n {
-		return res, firstErr
-	}
-	return res, nil
-}
-
-// runtimeSettle gives the proxy a moment to return what the last window
-// used: its RSS is read before the streams open.
-func runtimeSettle() { time.Sleep(200 * time.Millisecond) }
-
-// holdOne reads one held stream to its end; open is called at its first
-// chunk. gap is the longest wait between two chunks.
-func holdOne(c *http.Client, p *benchPath, hold time.Duration, open func()) (gap time.Duration, err error) {
-	body := `{"model":"gpt-4.1-mini","messages":[{"role":"user","content":"hello"}],"stream":true}`
-	req, err := http.NewRequest(http.MethodPost, p.base+"/chat/completions?hold="+hold.String(), strings.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+p.key)
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s: status %d", p.name, resp.StatusCode)
-	}
-	br := bufio.NewReader(resp.Body)
-	var last time.Time
-	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			return gap, fmt.Errorf("%s: stream broken: %w", p.name, err)
-		}
-		if bytes.HasPrefix(line, []byte("data: [DONE]")) {
-			return gap, nil
-		}
-		if !bytes.HasPrefix(line, []byte("data: ")) {
-			continue
-		}
-		now := time.Now()
-		if last.IsZero() {
-			open()
-		} else {
-			gap = max(gap, now.Sub(last))
-		}
-		last = now
-	}
 }

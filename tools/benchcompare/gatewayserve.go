@@ -14,6 +14,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -35,15 +37,21 @@ const benchPrices = "models:\n  gpt-4.1-mini: {input: 0.40, output: 1.60, cached
 // harness opens.
 const maxBenchConns = 16384
 
-// serveProxy runs "serve-proxy bare|gateway UPSTREAM": a bare
+// serveProxy runs "serve-proxy bare|gateway UPSTREAM [profile]": a bare
 // httputil.ReverseProxy on the gateway's upstream transport, or the
 // gateway with metering on, in front of the fake upstream at UPSTREAM
 // (its API under /v1). It prints "ready BASE_URL KEY" (the URL the agent
 // sends /chat/completions to, the key it sends) and serves until its
-// stdin closes.
+// stdin closes. Each line of stdin is a question (proxyCommand).
 func serveProxy(args []string, stdin io.Reader, stdout io.Writer) error {
+	if len(args) == 3 && args[2] == "profile" {
+		// Every allocation sampled, from the start: the heap profiles
+		// then count each stream's bytes exactly.
+		runtime.MemProfileRate = 1
+		args = args[:2]
+	}
 	if len(args) != 2 || args[0] != "bare" && args[0] != "gateway" {
-		return errors.New("usage: serve-proxy bare|gateway UPSTREAM")
+		return errors.New("usage: serve-proxy bare|gateway UPSTREAM [profile]")
 	}
 	target, err := url.Parse(args[1])
 	if err != nil {
@@ -95,8 +103,44 @@ func serveProxy(args []string, stdin io.Reader, stdout io.Writer) error {
 		return errors.New("the gateway's grant gave no OpenAI base URL or key")
 	}
 	fmt.Fprintf(stdout, "ready %s %s\n", base, key)
-	_, _ = io.Copy(io.Discard, bufio.NewReader(stdin))
+	sc := bufio.NewScanner(stdin)
+	for sc.Scan() {
+		fmt.Fprintln(stdout, proxyCommand(sc.Text()))
+	}
 	return nil
+}
+
+// proxyCommand answers one line of the harness, in one line:
+//
+//	mem         "mem HEAP STACKS GOROUTINES": after a GC, the bytes of heap
+//	            in use and of goroutine stacks, and the goroutines
+//	heap PATH   "heap": a heap profile written to PATH (go tool pprof)
+//
+// Both collect garbage first: the harness asks after it read the RSS.
+func proxyCommand(line string) string {
+	cmd, arg, _ := strings.Cut(line, " ")
+	switch cmd {
+	case "mem":
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return fmt.Sprintf("mem %d %d %d", ms.HeapInuse, ms.StackInuse, runtime.NumGoroutine())
+	case "heap":
+		runtime.GC()
+		f, err := os.Create(arg)
+		if err != nil {
+			return "error " + oneLine(err.Error())
+		}
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "error " + oneLine(err.Error())
+		}
+		return "heap"
+	}
+	return fmt.Sprintf("error unknown command %q", cmd)
 }
 
 // bareTransport is the bare proxy's client of the upstream, set as the

@@ -44,20 +44,29 @@ type config struct {
 	floorDyn    string // the launch floor, built the same way
 	quick       bool
 	rows        map[int]bool
-	rounds      int           // 1: launch rounds
-	ladderRuns  int           // 2: rounds of the ladder comparison
-	ladderPar   int           // 2: runs of each variant at once per round
-	agents      int           // 3, 5: agents under one daemon
-	killRuns    int           // 4: runs per tree size and variant
-	n           int           // 6: agents of the big daemon
-	window      time.Duration // 6: the steady-state CPU window
-	ingest      time.Duration // 5: each ingest window
-	gwN         int           // 7: requests per path at concurrency 1
-	gwConc      int           // 7: agents at once in the throughput windows
-	gwRounds    int           // 7: interleaved rounds of throughput windows
-	gwWindow    time.Duration // 7: each throughput window
-	gwStreams   int           // 7: streams held open at once
-	gwHold      time.Duration // 7: how long they are held
+	rounds      int             // 1: launch rounds
+	ladderRuns  int             // 2: rounds of the ladder comparison
+	ladderPar   int             // 2: runs of each variant at once per round
+	agents      int             // 3, 5: agents under one daemon
+	killRuns    int             // 4: runs per tree size and variant
+	n           int             // 6: agents of the big daemon
+	window      time.Duration   // 6: the steady-state CPU window
+	ingest      time.Duration   // 5: each ingest window
+	gwN         int             // 7: requests per path at concurrency 1
+	gwConc      int             // 7: agents at once in the throughput windows
+	gwRounds    int             // 7: interleaved rounds of throughput windows
+	gwWindow    time.Duration   // 7: each throughput window
+	gwStreams   []int           // 7: counts of streams held open at once
+	gwEvery     time.Duration   // 7: their chunks' period
+	gwHold      time.Duration   // 7: how long they are held
+	gwMany      int             // 7: the many streams held at a low rate (0: not)
+	gwManyEvery time.Duration   // 7: their chunks' period
+	gwManyHold  time.Duration   // 7: how long they are held
+	gwProfile   string          // 7: where the proxies' heap profiles go ("": none)
+	gwParts     map[string]bool // 7: the parts of the group to run
+	gwSLOFrom   int             // 7: the open loop's first rate, requests per second
+	gwSLOMax    int             // 7: its last
+	gwSLOWindow time.Duration   // 7: each of its steps, per path
 	install     bool
 	out, log    io.Writer
 	cleanupWait time.Duration
@@ -85,8 +94,17 @@ func parseFlags(args []string, out, log io.Writer) (config, error) {
 	fs.IntVar(&c.gwConc, "gw-conc", 0, "gateway: agents at once in the throughput windows (default 16, -quick 8)")
 	fs.IntVar(&c.gwRounds, "gw-rounds", 0, "gateway: interleaved rounds of throughput windows (default 3, -quick 2)")
 	fs.DurationVar(&c.gwWindow, "gw-window", 0, "gateway: each throughput window (default 3s, -quick 1s)")
-	fs.IntVar(&c.gwStreams, "gw-streams", 0, "gateway: streams held open at once (default 2000, -quick 200)")
+	streams := fs.String("gw-streams", "", "gateway: counts of streams held open at once, comma-separated (default 1000,4000, -quick 200)")
+	fs.DurationVar(&c.gwEvery, "gw-every", 100*time.Millisecond, "gateway: the held streams' period between two chunks")
 	fs.DurationVar(&c.gwHold, "gw-hold", 0, "gateway: how long the streams are held (default 10s, -quick 3s)")
+	fs.IntVar(&c.gwMany, "gw-many", -1, "gateway: streams held at once at a low rate, through the bare proxy and the gateway; 0: none (default 10000, -quick 1000; raises RLIMIT_NOFILE)")
+	fs.DurationVar(&c.gwManyEvery, "gw-many-every", time.Second, "gateway: the many streams' period between two chunks")
+	fs.DurationVar(&c.gwManyHold, "gw-many-hold", 0, "gateway: how long the many streams are held (default 30s, -quick 5s)")
+	parts := fs.String("gw-parts", "latency,rate,slo,held,many", "gateway: the parts to run: latency (c=1), rate (c=-gw-conc), slo (the rate within the added p99 bound), held (-gw-streams), many (-gw-many)")
+	fs.IntVar(&c.gwSLOFrom, "gw-slo-from", 250, "gateway: the open loop's first rate (requests per second), doubled each step")
+	fs.IntVar(&c.gwSLOMax, "gw-slo-max", 16000, "gateway: the open loop's highest rate")
+	fs.DurationVar(&c.gwSLOWindow, "gw-slo-window", 0, "gateway: each step of the open loop, per path (default 2s, -quick 1s)")
+	fs.StringVar(&c.gwProfile, "gw-profile", "", "gateway: a directory where each proxy's heap profile is written while the streams are held")
 	fs.BoolVar(&c.install, "install", true, "apt-get install tini and dumb-init when absent (as root)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -108,7 +126,23 @@ func parseFlags(args []string, out, log io.Writer) (config, error) {
 	def(&c.gwN, 2000, 300)
 	def(&c.gwConc, 16, 8)
 	def(&c.gwRounds, 3, 2)
-	def(&c.gwStreams, 2000, 200)
+	if c.gwMany < 0 {
+		c.gwMany = 0
+		def(&c.gwMany, 10000, 1000)
+	}
+	if *streams == "" {
+		*streams = "1000,4000"
+		if c.quick {
+			*streams = "200"
+		}
+	}
+	for _, f := range strings.Split(*streams, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return c, fmt.Errorf("-gw-streams: %q is not a count of streams", f)
+		}
+		c.gwStreams = append(c.gwStreams, n)
+	}
 	defd := func(p *time.Duration, full, quick time.Duration) {
 		if *p <= 0 {
 			*p = full
@@ -121,6 +155,17 @@ func parseFlags(args []string, out, log io.Writer) (config, error) {
 	defd(&c.ingest, 5*time.Second, 2*time.Second)
 	defd(&c.gwWindow, 3*time.Second, time.Second)
 	defd(&c.gwHold, 10*time.Second, 3*time.Second)
+	defd(&c.gwManyHold, 30*time.Second, 5*time.Second)
+	defd(&c.gwSLOWindow, 2*time.Second, time.Second)
+	c.gwParts = map[string]bool{}
+	for _, f := range strings.Split(*parts, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "latency", "rate", "slo", "held", "many":
+			c.gwParts[f] = true
+		default:
+			return c, fmt.Errorf("-gw-parts: %q is not latency, rate, slo, held or many", f)
+		}
+	}
 	c.rows = map[int]bool{}
 	for _, f := range strings.Split(*rows, ",") {
 		i, err := strconv.Atoi(strings.TrimSpace(f))

@@ -84,7 +84,8 @@ func TestSmoke(t *testing.T) {
 	code := run(ctx, cancel, []string{"-hk", hk, "-floor", floor, "-quick", "-install=false",
 		"-rounds", "5", "-ladder-rounds", "1", "-ladder-par", "1", "-agents", "5",
 		"-kill-runs", "1", "-n", "20", "-window", "2s", "-ingest-window", "1s",
-		"-gw-n", "20", "-gw-conc", "2", "-gw-rounds", "1", "-gw-window", "200ms", "-gw-streams", "10", "-gw-hold", "500ms"}, &out, &log, false)
+		"-gw-n", "20", "-gw-conc", "2", "-gw-rounds", "1", "-gw-window", "200ms", "-gw-streams", "10", "-gw-hold", "500ms",
+		"-gw-slo-from", "50", "-gw-slo-max", "100", "-gw-slo-window", "200ms", "-gw-many", "20", "-gw-many-every", "200ms", "-gw-many-hold", "1s"}, &out, &log, false)
 	t.Logf("log:\n%s", log.String())
 	t.Logf("output:\n%s", out.String())
 	if code != 0 {
