@@ -15,14 +15,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/hermeskill/hermeskilld/internal/testnobody"
 )
 
 // The simulated internet of these tests is the host's loopback at
@@ -181,23 +178,6 @@ echo "curl unlisted=$(%[3]s -sS -w ' %%{http_code}' http://unlisted.example/)"
 	}
 	require.Contains(t, r.stderr, `"confinement": "signals+network"`)
 	require.Contains(t, r.stderr, "egress proxy serving the agent's namespace")
-}
-
-// Without CAP_SYS_ADMIN there is no namespace, so no proxy in it:
-// supervise refuses to start the agent rather than run it open.
-func TestAllowlistNeedsPrivilege(t *testing.T) {
-	bin, dir, home := nobodySupervise(t)
-	cfg := writeTestFile(t, dir, "agent.yaml", "network: allowlist\nallow: [api.example.org:443]\n")
-	ran := filepath.Join(home, "ran")
-	cmd := command(t, []string{"XDG_RUNTIME_DIR=" + home}, bin, "supervise", "--config", cfg, "--heartbeat-timeout", "0s",
-		"--certs-dir", filepath.Join(home, "certs"), "--", "/bin/sh", "-c", "touch "+ran)
-	cmd.Dir = home
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
-	out, err := cmd.CombinedOutput()
-	require.Error(t, err)
-	require.Equal(t, exitUsage, cmd.ProcessState.ExitCode(), "%s", out)
-	require.Contains(t, string(out), "network: allowlist: a network namespace needs CAP_SYS_ADMIN (run hermeskilld as root); the agent is not started with the host's network")
-	require.NoFileExists(t, ran)
 }
 
 // A malformed --allow is refused before anything starts.

@@ -260,21 +260,29 @@ func TestGatewayOnlyNetwork(t *testing.T) {
 	require.Regexp(t, `agent \S+ exited 0 after [\d.]+s: 1 LLM requests`, r.stderr)
 }
 
-// Without CAP_SYS_ADMIN there is no namespace to give: supervise refuses
-// to start the agent rather than run it with the host's network.
-func TestGatewayOnlyNeedsPrivilege(t *testing.T) {
+// Without CAP_SYS_ADMIN there is no namespace to give (and so no egress
+// proxy in one): supervise refuses to start the agent rather than run it
+// with the host's network, in each mode that needs one.
+func TestNamespaceModesNeedPrivilege(t *testing.T) {
 	bin, dir, home := nobodySupervise(t)
-	cfg := writeTestFile(t, dir, "agent.yaml", "network: gateway-only\n")
-	ran := filepath.Join(home, "ran")
-	cmd := command(t, []string{"XDG_RUNTIME_DIR=" + home}, bin, "supervise", "--config", cfg, "--heartbeat-timeout", "0s",
-		"--certs-dir", filepath.Join(home, "certs"), "--", "/bin/sh", "-c", "touch "+ran)
-	cmd.Dir = home
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
-	out, err := cmd.CombinedOutput()
-	require.Error(t, err)
-	require.Equal(t, exitUsage, cmd.ProcessState.ExitCode(), "%s", out)
-	require.Contains(t, string(out), "network: gateway-only: a network namespace needs CAP_SYS_ADMIN (run hermeskilld as root); the agent is not started with the host's network")
-	require.NoFileExists(t, ran)
+	for mode, file := range map[string]string{
+		"gateway-only": "network: gateway-only\n",
+		"allowlist":    "network: allowlist\nallow: [api.example.org:443]\n",
+	} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := writeTestFile(t, dir, mode+".yaml", file)
+			ran := filepath.Join(home, "ran-"+mode)
+			cmd := command(t, []string{"XDG_RUNTIME_DIR=" + home}, bin, "supervise", "--config", cfg, "--heartbeat-timeout", "0s",
+				"--certs-dir", filepath.Join(home, "certs"), "--", "/bin/sh", "-c", "touch "+ran)
+			cmd.Dir = home
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: testnobody.Credential()}
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err)
+			require.Equal(t, exitUsage, cmd.ProcessState.ExitCode(), "%s", out)
+			require.Contains(t, string(out), "network: "+mode+": a network namespace needs CAP_SYS_ADMIN (run hermeskilld as root); the agent is not started with the host's network")
+			require.NoFileExists(t, ran)
+		})
+	}
 }
 
 // The daemon runs an agent confined as its file says, and status says

@@ -52,7 +52,7 @@ func TestNamespaceHasOnlyItsLoopback(t *testing.T) {
 // caller where it was.
 func TestNewNeedsPrivilege(t *testing.T) {
 	if os.Geteuid() == 0 {
-		t.Skip("this test runs as root (euid 0), which has CAP_SYS_ADMIN, so New cannot be refused here; the refusal is tested end to end as uid 65534 by TestGatewayOnlyNeedsPrivilege in cmd/hermeskilld")
+		t.Skip("this test runs as root (euid 0), which has CAP_SYS_ADMIN, so New cannot be refused here; the refusal is tested end to end as uid 65534 by TestNamespaceModesNeedPrivilege in cmd/hermeskilld")
 	}
 	_, err := New()
 	require.ErrorIs(t, err, ErrPrivilege)

@@ -37,7 +37,7 @@ const (
 func Enable(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("turning the kernel's auditing on needs root (CAP_AUDIT_CONTROL)")
+		t.Skipf("not root (euid %d): turning the kernel's auditing on needs CAP_AUDIT_CONTROL", os.Geteuid())
 	}
 	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
